@@ -1,0 +1,61 @@
+"""Ask the trial interpreter what it has (vLLM, torch versions) without importing vLLM in it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import EnvironmentProblem
+
+# Runs in the target interpreter. importlib.metadata needs Python 3.8; find_spec does not import.
+_QUERY = r"""
+import importlib.util, json, sys
+out = {"python": sys.version.split()[0], "vllm_found": importlib.util.find_spec("vllm") is not None}
+try:
+    from importlib import metadata
+    names = metadata.packages_distributions() if hasattr(metadata, "packages_distributions") else {}
+    for package in ("vllm", "torch"):
+        for dist in names.get(package, [package]):
+            try:
+                out[package] = metadata.version(dist)
+                out[package + "_distribution"] = dist
+                break
+            except metadata.PackageNotFoundError:
+                continue
+except ImportError:
+    pass
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The trial interpreter and what it reports about its packages."""
+
+    python: str
+    python_version: str
+    vllm_version: Optional[str]
+    vllm_distribution: Optional[str]
+    torch_version: Optional[str]
+
+
+def inspect_interpreter(python: str, timeout_s: float = 60.0) -> Interpreter:
+    """Query `python`; raise EnvironmentProblem when it cannot run or has no vLLM."""
+    try:
+        done = subprocess.run([python, "-c", _QUERY], capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem("cannot run the interpreter %s (%s); pass the vLLM environment's"
+                                 " python with --python" % (python, exc)) from exc
+    try:
+        info = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError) as exc:
+        raise EnvironmentProblem("the interpreter %s did not answer (%s); pass a working python with"
+                                 " --python" % (python, done.stderr.strip()[-300:])) from exc
+    if not info.get("vllm_found"):
+        raise EnvironmentProblem("the interpreter %s cannot import vllm; install vLLM there or pass"
+                                 " the vLLM environment's python with --python" % python)
+    return Interpreter(python, info["python"], info.get("vllm"), info.get("vllm_distribution"),
+                       info.get("torch"))

@@ -1,0 +1,1 @@
+"""Writers, one small module per output format (YAML config, JSON report, Markdown, JUnit)."""

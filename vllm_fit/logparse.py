@@ -1,0 +1,229 @@
+"""Pure parsing of vLLM's output: log text in, capacity facts and error facts out.
+
+Formats follow ../shared/reference/vllm-strings.md (vLLM 0.4.0 to 0.34.0): log prefixes with or
+without brackets, `(ProcName pid=N)` and `[rank0]:` prefixes, ANSI colours, and `\\r\\n`
+continuation lines. Nothing here guesses a number: a fact is set only when a line states it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, List, Optional, Pattern, Tuple
+
+from .outcome import CapacityFacts
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+_PROC_PREFIX = re.compile(r"^\s*(?:\[rank\d+\]:\s*|\([^()]*?\bpid=\d+[^()]*\)\s*)")
+_HEADER = re.compile(
+    r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?\s+"
+    r"\[?[^\]\s]+:\d+\]\s?"
+)
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One physical line of output: as printed (raw) and with prefixes and colours removed (msg)."""
+
+    raw: str
+    msg: str
+
+
+def _strip_prefixes(line: str) -> str:
+    """Remove process prefixes and the log header, in any order and any number of times."""
+    while True:
+        before = line
+        line = _PROC_PREFIX.sub("", line, count=1)
+        line = _HEADER.sub("", line, count=1)
+        if line == before:
+            return line
+
+
+def log_lines(text: str) -> List[LogLine]:
+    """Split output into lines (\\n, \\r\\n and bare \\r all end a line) with prefixes stripped."""
+    lines = []
+    for raw in re.split(r"\r\n|\n|\r", text):
+        plain = _ANSI.sub("", raw)
+        if plain.strip():
+            lines.append(LogLine(raw=plain.rstrip(), msg=_strip_prefixes(plain).strip()))
+    return lines
+
+
+def _number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+def _int(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+# --- capacity lines -----------------------------------------------------------------------------
+
+V1_TOKENS = re.compile(r"(?:\b[A-Z]+(?: \+ host)? )?KV cache size: ([\d,]+) tokens")
+CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
+BLOCKS = re.compile(
+    r"^# (?:GPU|CPU|TPU|HPU|CUDA|XLA|XPU|cuda|rocm|cpu|xpu|tpu|hpu) blocks: (\d+)(?:, # CPU blocks: \d+)?"
+)
+OPENVINO_BLOCKS = re.compile(r"OpenVINO \S+: # device blocks: (\d+)")
+BLOCK_OVERRIDE = re.compile(
+    r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(\d+)"
+    r"|Replacing profiled num_gpu_blocks=\d+ with forced_num_gpu_blocks=(\d+)"
+)
+EXTENDED_BLOCKS = re.compile(r"Extended KV cache to (\d+) blocks \(([\d.]+) GiB\)")
+AVAILABLE_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
+V0_PROFILE_KV = re.compile(r"the rest of the memory reserved for KV Cache is (-?[\d.]+) ?GiB")
+V0_PROFILE_TOTAL = re.compile(
+    r"total_gpu_memory \(([\d.]+) ?GiB\) x gpu_memory_utilization \(([\d.]+)\) = ([\d.]+) ?GiB"
+)
+V0_064_PROFILE = re.compile(
+    r"total_gpu_memory=([\d.]+)GiB.*kv_cache_size=(-?[\d.]+)GiB gpu_memory_utilization=([\d.]+)"
+)
+CPU_KV_SET = re.compile(r"(?:Explicitly|Auto) set \((-?[\d.]+)/([\d.]+)\) GiB for KV cache on node \d+")
+FREE_MEMORY_INFO = re.compile(
+    r"Free memory on device(?: \S+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. "
+    r"Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
+)
+AUTOFIT = re.compile(
+    r"(?:Auto-fit max_model_len: reduced from \d+ to (\d+)"
+    r"|Auto-fit max_model_len: full model context length (\d+) fits"
+    r"|--max-model-len auto reduced max_model_len from \d+ to (\d+))"
+)
+USING_MAX_LEN = re.compile(r"Using max model len (\d+)")
+BANNER = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v([^)\s]+)\)")
+
+# --- error lines (the root causes; see classify.py for their priority) ---------------------------
+
+V1_TOO_LONG = re.compile(
+    r"To serve at least one request with the models?'s max seq len \((\d+)\), "
+    r"\((-?[\d.]+) Gi?B KV cache is needed, which is larger than the available KV cache memory "
+    r"\((-?[\d.]+) Gi?B\)\.(?:\s*Based on the available memory,(?:\s*the estimated maximum model length is (\d+)\.)?)?"
+)
+V0_TOO_LONG = re.compile(
+    r"The model's max seq len \((\d+)\) is larger than the maximum number of tokens that can be "
+    r"stored in KV cache \((\d+)\)"
+)
+NO_KV_MEMORY = re.compile(
+    r"No available memory for the cache blocks|Cannot auto-fit max_model_len: not enough GPU memory"
+    r"|CUDA graph capture and warmup left no memory for the KV cache"
+)
+DERIVED_MAX = re.compile(
+    r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len "
+    r"\((\w+)=([\d.]+|None) or model_max_length=(\S+?) in model's config\.json\)"
+)
+FREE_MEMORY_SHORT = re.compile(
+    r"Free memory on device(?: \S+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than "
+    r"(?:desired GPU memory utilization|the engine's budget[^(]*)\(([\d.]+), ([\d.]+) GiB\)"
+    r"|Externally held weights on device \S+ \(([\d.]+)/([\d.]+) GiB\) exceed the desired GPU memory"
+    r"|Available memory on node \d+ \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than"
+    r"|Error in memory profiling\."
+)
+OOM = re.compile(
+    r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory|CUDA error: out of memory"
+    r"|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|XPU out of memory|Cuda failure 'out of memory'"
+    r"|DefaultCPUAllocator: can't allocate memory|\bMemoryError\b"
+)
+BAD_CONFIG = re.compile(
+    r"must be divisible by tensor parallel size|must be divisible by pipeline parallel size"
+    r"|GPU memory utilization must be less than 1\.0|\d+ validation errors? for \w+"
+    r"|got an unexpected keyword argument|is smaller than max_model_len \(\d+\)\. This effectively limits"
+    r"|Unknown quantization method|is not supported for the selected"
+)
+NONDETERMINISTIC = re.compile(
+    r"NCCL error|DistNetworkError|EADDRINUSE|Address already in use|Connection reset by peer"
+)
+
+
+def find_all(pattern: Pattern[str], lines: Iterable[LogLine]) -> List[Tuple[LogLine, "re.Match[str]"]]:
+    """Every line whose message matches, with its match object."""
+    found = []
+    for line in lines:
+        match = pattern.search(line.msg)
+        if match:
+            found.append((line, match))
+    return found
+
+
+def first_group(match: "re.Match[str]") -> Optional[str]:
+    """The first group that took part in the match (for alternations of equivalent forms)."""
+    return next((group for group in match.groups() if group is not None), None)
+
+
+def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
+    """Capacity and memory facts from a trial's output, with the lines they came from.
+
+    With several workers (tensor parallel) a capacity line can appear once per rank: the minimum
+    is taken. For auto-fit the last line wins (0.34 fits twice, the second one is final).
+    """
+    facts = CapacityFacts()
+    evidence: List[str] = []
+
+    def take(pattern: Pattern[str]) -> List[Tuple[LogLine, "re.Match[str]"]]:
+        hits = find_all(pattern, lines)
+        evidence.extend(line.raw for line, _ in hits)
+        return hits
+
+    tokens = take(V1_TOKENS)
+    if tokens:
+        facts.kv_cache_tokens = min(_int(m.group(1)) for _, m in tokens)
+    concurrency = take(CONCURRENCY)
+    if concurrency:
+        lowest = min(concurrency, key=lambda hit: _number(hit[1].group(2)))[1]
+        facts.concurrency_len, facts.max_concurrency = _int(lowest.group(1)), _number(lowest.group(2))
+    blocks = [int(m.group(1)) for _, m in take(BLOCKS) + take(OPENVINO_BLOCKS)]
+    blocks += [int(first_group(m) or 0) for _, m in take(BLOCK_OVERRIDE)]
+    extended = take(EXTENDED_BLOCKS)
+    if extended:
+        blocks = [int(extended[-1][1].group(1))]
+    if blocks:
+        facts.num_blocks = min(blocks)
+    kv_gib = [_number(m.group(1)) for _, m in take(AVAILABLE_KV) + take(V0_PROFILE_KV)]
+    for _, match in take(CPU_KV_SET):
+        kv_gib.append(_number(match.group(1)))
+        facts.total_memory_gib = _number(match.group(2))
+    for _, match in take(V0_064_PROFILE):
+        facts.total_memory_gib = _number(match.group(1))
+        kv_gib.append(_number(match.group(2)))
+        facts.gpu_memory_utilization = _number(match.group(3))
+    if kv_gib:
+        facts.available_kv_gib = min(kv_gib)
+    for _, match in take(V0_PROFILE_TOTAL):
+        facts.total_memory_gib = _number(match.group(1))
+        facts.gpu_memory_utilization = _number(match.group(2))
+        facts.requested_memory_gib = _number(match.group(3))
+    for _, match in take(FREE_MEMORY_INFO):
+        facts.free_memory_gib, facts.total_memory_gib = _number(match.group(1)), _number(match.group(2))
+        facts.gpu_memory_utilization = _number(match.group(3))
+        facts.requested_memory_gib = _number(match.group(4))
+    autofit = take(AUTOFIT)
+    if autofit:
+        facts.autofit_len = int(first_group(autofit[-1][1]) or 0)
+    using = find_all(USING_MAX_LEN, lines)
+    if using:
+        facts.effective_max_model_len = int(using[-1][1].group(1))
+    banner = find_all(BANNER, lines)
+    if banner:
+        facts.engine_version = banner[-1][1].group(1)
+    return facts, evidence
+
+
+def read_error_facts(facts: CapacityFacts, match: "re.Match[str]") -> None:
+    """Copy the numbers of a too-long, derived-maximum or free-memory error into facts."""
+    pattern = match.re
+    if pattern is V1_TOO_LONG:
+        facts.needed_kv_gib = _number(match.group(2))
+        facts.error_available_kv_gib = _number(match.group(3))
+        if match.group(4):
+            facts.estimated_max_len = int(match.group(4))
+    elif pattern is V0_TOO_LONG:
+        facts.error_capacity_tokens = int(match.group(2))
+    elif pattern is DERIVED_MAX:
+        derived = match.group(3)
+        if derived != "None":
+            facts.derived_max_len = int(float(derived))
+    elif pattern is FREE_MEMORY_SHORT:
+        numbers = [g for g in match.groups() if g is not None]
+        if len(numbers) >= 2:
+            facts.free_memory_gib, facts.total_memory_gib = _number(numbers[0]), _number(numbers[1])
+        if len(numbers) == 4:
+            facts.gpu_memory_utilization = _number(numbers[2])
+            facts.requested_memory_gib = _number(numbers[3])

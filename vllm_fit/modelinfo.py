@@ -1,0 +1,101 @@
+"""Facts about a model read from its config.json, without importing transformers or vLLM."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+# The keys vLLM reads for the model's maximum length (_get_and_verify_max_len), smallest wins.
+_MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                 "model_max_length", "max_sequence_length", "max_seq_length", "seq_len")
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What config.json says about length, heads and KV cost. None where it does not say."""
+
+    path: Optional[Path]
+    derived_max_len: Optional[int]
+    num_attention_heads: Optional[int]
+    kv_bytes_per_token: Optional[int]
+    config_sha256: Optional[str]
+
+
+def looks_local(model: str) -> bool:
+    """True when `model` is meant as a path rather than a hub id like `org/name`."""
+    return model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists()
+
+
+def _text_config(config: Dict[str, Any]) -> Dict[str, Any]:
+    """Multimodal configs keep the language model's numbers under text_config."""
+    text = config.get("text_config")
+    return text if isinstance(text, dict) else config
+
+
+def derived_max_len(config: Dict[str, Any]) -> Optional[int]:
+    """The model's maximum length as vLLM derives it (minimum of the length keys, RoPE scaling)."""
+    config = _text_config(config)
+    values = [config[key] for key in _MAX_LEN_KEYS if isinstance(config.get(key), (int, float))]
+    if not values:
+        return None
+    derived = float(min(values))
+    scaling = config.get("rope_scaling") or config.get("rope_parameters")
+    if isinstance(scaling, dict) and "factor" in scaling:
+        rope_type = scaling.get("rope_type", scaling.get("type"))
+        if rope_type not in ("su", "longrope", "llama3", "default", "mrope"):
+            if rope_type == "yarn" and "original_max_position_embeddings" in scaling:
+                derived = float(scaling["original_max_position_embeddings"])
+            derived *= float(scaling["factor"])
+    return int(derived)
+
+
+def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
+    """KV cache bytes per token for plain full attention; None for layouts it cannot know (MLA ...)."""
+    config = _text_config(config)
+    if config.get("kv_lora_rank") or config.get("layer_types") or config.get("sliding_window"):
+        return None
+    layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
+    kv_heads = config.get("num_key_value_heads", heads)
+    head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if heads else None)
+    dtype = _DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
+    if not all(isinstance(v, int) and v > 0 for v in (layers, kv_heads, head_dim)) or dtype is None:
+        return None
+    return 2 * layers * kv_heads * head_dim * dtype
+
+
+def hub_cache_dir(model: str, env: Optional[Dict[str, str]] = None) -> Optional[Path]:
+    """The cached snapshot of a hub model (`org/name`) on this machine, if one was downloaded."""
+    env = dict(os.environ if env is None else env)
+    cache = env.get("HF_HUB_CACHE") or os.path.join(
+        env.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface"), "hub")
+    repo = Path(cache) / ("models--" + model.replace("/", "--"))
+    ref = repo / "refs" / "main"
+    if not ref.is_file():
+        return None
+    snapshot = repo / "snapshots" / ref.read_text().strip()
+    return snapshot if snapshot.is_dir() else None
+
+
+def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelInfo:
+    """Read config.json of a local directory or of a hub model's cached snapshot; else all None."""
+    path = Path(model).expanduser()
+    if not looks_local(model):
+        path = hub_cache_dir(model, env) or path
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        return ModelInfo(None, None, None, None, None)
+    raw = config_file.read_bytes()
+    config = json.loads(raw)
+    heads = _text_config(config).get("num_attention_heads")
+    return ModelInfo(
+        path=path.resolve(),
+        derived_max_len=derived_max_len(config),
+        num_attention_heads=heads if isinstance(heads, int) else None,
+        kv_bytes_per_token=kv_bytes_per_token(config),
+        config_sha256=hashlib.sha256(raw).hexdigest(),
+    )

@@ -1,0 +1,132 @@
+"""The terminal view: a live line for the running trial, a line per finished trial, a summary.
+
+On a terminal the running trial's line updates in place (candidate, phase, elapsed seconds); when
+the output is a file or a CI log, each phase change is printed once instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Mapping, Optional
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ..outcome import Outcome
+from ..search.base import AUTO
+from ..study import Listener, StudyResult
+from ..trial import TrialRecord
+from ..units import format_size
+
+_STYLE = {Outcome.OK: "green", Outcome.KV_TOO_SMALL: "yellow", Outcome.TOO_LONG_FOR_MODEL: "yellow"}
+
+
+def describe_candidate(kwargs: Mapping[str, Any]) -> str:
+    """`max_model_len=4992 kv=2.5MiB` or `max_model_len=auto util=0.90`."""
+    length = kwargs.get("max_model_len")
+    parts = ["max_model_len=%s" % ("auto" if length == AUTO else length)]
+    if kwargs.get("kv_cache_memory_bytes") is not None:
+        parts.append("kv=%s" % format_size(int(kwargs["kv_cache_memory_bytes"])))
+    elif kwargs.get("gpu_memory_utilization") is not None:
+        parts.append("util=%.2f" % float(kwargs["gpu_memory_utilization"]))
+    return " ".join(parts)
+
+
+def describe_result(record: TrialRecord) -> str:
+    """What a finished trial proved, in a few words."""
+    if record.outcome is Outcome.OK:
+        tokens = record.facts.kv_cache_tokens
+        text = "served %s tokens" % (record.request or {}).get("total_tokens")
+        return text + (", KV cache %s tokens" % format(tokens, ",") if tokens else "")
+    return record.detail
+
+
+class _RunningLine:
+    """The live line's content; rendered by rich on every refresh, so the clock keeps moving."""
+
+    def __init__(self, index: int, candidate: str):
+        self.index, self.candidate, self.phase = index, candidate, "launching"
+        self.started = time.monotonic()
+
+    def __rich__(self) -> Text:
+        elapsed = time.monotonic() - self.started
+        return Text.assemble(("trial %d  " % self.index, "bold"), self.candidate,
+                             ("  %s" % self.phase, "cyan"), "  %.0fs" % elapsed)
+
+
+class TerminalView(Listener):
+    """Listener that draws the trials on a rich Console."""
+
+    def __init__(self, console: Optional[Console] = None, out: Optional[Console] = None):
+        self.console = console or Console(stderr=True)
+        self.out = out or Console()
+        self._lock = threading.Lock()
+        self._line: Optional[_RunningLine] = None
+        self._live: Optional[Live] = None
+
+    def note(self, message: str) -> None:
+        """A plain informational line (preflight, cache hits, warnings)."""
+        self.console.print(message, highlight=False)
+
+    def trial_started(self, index: int, llm_kwargs: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._line = _RunningLine(index, describe_candidate(llm_kwargs))
+            if self.console.is_terminal:
+                self._live = Live(self._line, console=self.console, refresh_per_second=4, transient=True)
+                self._live.start()
+            else:
+                self.console.print("trial %d  %s  launching" % (index, self._line.candidate), highlight=False)
+
+    def phase(self, index: int, phase: str) -> None:
+        with self._lock:
+            line = self._line
+            if line is None or line.index != index or line.phase == phase:
+                return
+            line.phase = phase
+            if self._live is None:
+                self.console.print("trial %d  %s  %s  %.0fs" % (index, line.candidate, phase,
+                                   time.monotonic() - line.started), highlight=False)
+
+    def trial_finished(self, record: TrialRecord) -> None:
+        with self._lock:
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+            self._line = None
+        style = _STYLE.get(record.outcome, "red")
+        self.console.print(Text.assemble(
+            ("trial %d  " % record.index, "bold"), describe_candidate(record.llm_kwargs) + "  ",
+            (record.outcome.value, style), "  %s  %.1fs" % (describe_result(record), record.duration_s)))
+
+    def close(self) -> None:
+        """Stop the live line (on interrupts)."""
+        with self._lock:
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+
+    def summary(self, result: StudyResult, yaml_text: Optional[str], out_path: Optional[str]) -> None:
+        """The table of all trials, then the fit (or why there is none) and the config written."""
+        table = Table(title="Trials", title_justify="left")
+        for column in ("#", "candidate", "outcome", "what it proved", "seconds"):
+            table.add_column(column, justify="right" if column in ("#", "seconds") else "left")
+        for record in result.records:
+            table.add_row(str(record.index), describe_candidate(record.llm_kwargs),
+                          Text(record.outcome.value, style=_STYLE.get(record.outcome, "red")),
+                          describe_result(record), "%.1f" % record.duration_s)
+        self.out.print(table)
+        if result.fit is None:
+            self.out.print(Text("No fit: %s" % result.stop_reason, style="bold red"))
+            for note in result.notes:
+                self.out.print(note, highlight=False)
+            return
+        fit = result.fit
+        self.out.print(Text.assemble(
+            ("Fit: ", "bold green"), "max_model_len=%s  " % fit.length,
+            "(trial %d, %d launch%s)" % (fit.index, result.launches, "" if result.launches == 1 else "es")))
+        if yaml_text:
+            self.out.print(("Wrote %s:" % out_path) if out_path else "Config:", highlight=False)
+            self.out.print(yaml_text.rstrip(), highlight=False, markup=False)

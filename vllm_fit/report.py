@@ -1,0 +1,100 @@
+"""The fit and the report as data: what the writers and the terminal view present."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any, Dict, List, Mapping, Optional
+
+from .__about__ import __version__
+from .envcheck import Interpreter
+from .study import StudyResult
+from .trial import TrialRecord
+
+
+def now_iso() -> str:
+    """The current UTC time, to the second, as ISO 8601."""
+    return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def fit_summary(record: TrialRecord) -> Dict[str, Any]:
+    """The fit as the report states it: the knobs, the capacity, and the request that passed."""
+    facts = record.facts
+    kwargs = record.llm_kwargs
+    utilization = kwargs.get("gpu_memory_utilization")
+    if utilization is None and kwargs.get("kv_cache_memory_bytes") is None:
+        utilization = facts.gpu_memory_utilization  # vLLM's default, as the engine resolved it
+    return {
+        "max_model_len": record.length,
+        "gpu_memory_utilization": utilization,
+        "kv_cache_memory_bytes": kwargs.get("kv_cache_memory_bytes"),
+        "tensor_parallel_size": kwargs.get("tensor_parallel_size", 1),
+        "kv_cache_tokens": facts.kv_cache_tokens,
+        "kv_cache_blocks": facts.num_blocks,
+        "block_size": facts.block_size,
+        "max_concurrency": facts.max_concurrency,
+        "trial": record.index,
+        "request": record.request,
+    }
+
+
+def fit_engine_args(record: TrialRecord) -> Dict[str, Any]:
+    """LLM keyword arguments of the fit, with the length the engine really used."""
+    args = dict(record.llm_kwargs)
+    args["max_model_len"] = record.length
+    summary = fit_summary(record)
+    if args.get("kv_cache_memory_bytes") is None and summary["gpu_memory_utilization"] is not None:
+        args["gpu_memory_utilization"] = summary["gpu_memory_utilization"]
+    return args
+
+
+def environment(interpreter: Interpreter, records: List[TrialRecord],
+                extra: Optional[Mapping[str, Any]] = None) -> Dict[str, Any]:
+    """What the trials ran on: interpreter and versions (as the child saw them when it ran)."""
+    seen = next((r.versions for r in records if r.versions.get("vllm")), {})
+    env = {
+        "python": interpreter.python,
+        "python_version": seen.get("python") or interpreter.python_version,
+        "vllm_version": seen.get("vllm") or interpreter.vllm_version,
+        "vllm_distribution": interpreter.vllm_distribution,
+        "torch_version": seen.get("torch") or interpreter.torch_version,
+        "cuda_version": seen.get("cuda"),
+    }
+    env.update(extra or {})
+    return env
+
+
+def build_report(search: Mapping[str, Any], result: StudyResult, env: Mapping[str, Any],
+                 wall_time_s: float) -> Dict[str, Any]:
+    """The whole JSON report."""
+    return {
+        "tool": {"name": "vllm-fit", "version": __version__},
+        "created": now_iso(),
+        "search": dict(search),
+        "fit": fit_summary(result.fit) if result.fit else None,
+        "stop_reason": result.stop_reason,
+        "notes": result.notes,
+        "launches": result.launches,
+        "wall_time_s": round(wall_time_s, 2),
+        "trials": [record.to_json() for record in result.records],
+        "environment": dict(env),
+    }
+
+
+def config_comments(report: Mapping[str, Any]) -> List[str]:
+    """The metadata comments of the YAML config, as `key: value` lines."""
+    fit, env = report["fit"], report["environment"]
+    request = fit.get("request") or {}
+    lines = [
+        "vllm-fit: %s" % report["tool"]["version"],
+        "written: %s" % report["created"],
+        "verified: trial %d started and served a %s-token request" % (fit["trial"], request.get("total_tokens")),
+        "kv-cache-tokens: %s" % fit["kv_cache_tokens"],
+        "max-concurrency: %s" % fit["max_concurrency"],
+        "vllm: %s" % env.get("vllm_version"),
+        "torch: %s" % env.get("torch_version"),
+        "cuda: %s" % (env.get("cuda_version") or "none"),
+    ]
+    for key in ("device", "fingerprint"):
+        if env.get(key):
+            lines.append("%s: %s" % (key, env[key]))
+    return lines

@@ -1,0 +1,144 @@
+"""Strategies for max_model_len at a fixed memory knob. Pure: observations in, next length out.
+
+`predict` jumps to what vLLM printed and verifies it; `bisect` and `doubling` are the baselines it
+is measured against. Each `propose` returns the next requested max_model_len (AUTO for vLLM's own
+fit), or None when the search is over; `best` returns the answer among the verified lengths.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from .base import AUTO, LengthSpace, Observation, best_verified, bracket, top_candidate
+from ..outcome import Outcome
+
+MAX_HINT_MISSES = 2
+"""After this many hinted candidates failed, predict stops trusting hints and bisects."""
+
+
+class LengthStrategy:
+    """Base: a named strategy over one LengthSpace."""
+
+    name = "base"
+
+    def __init__(self, space: LengthSpace):
+        self.space = space
+
+    def propose(self, history: Sequence[Observation]) -> Optional[int]:
+        raise NotImplementedError
+
+    def best(self, history: Sequence[Observation]) -> Optional[int]:
+        """The fit: the longest verified candidate."""
+        return best_verified(self.space, history)
+
+
+def _bisect_step(space: LengthSpace, known_ok: Optional[int], top: int) -> int:
+    """The midpoint candidate between the longest known-good length and the top candidate."""
+    g = space.granularity
+    low_k = (space.floor(known_ok) // g) if known_ok is not None and known_ok >= space.lowest \
+        else space.lowest // g - 1
+    high_k = top // g
+    return (low_k + high_k + 1) // 2 * g
+
+
+class Predict(LengthStrategy):
+    """Jump to the length vLLM's numbers point at, verify it, bisect only when numbers are missing.
+
+    First trial: vLLM's own auto-fit when `use_autofit` (vLLM 0.14+ and the upper bound is the
+    model's own maximum), else the upper bound. Then: the estimate from a too-long error, or the
+    length the measured KV pool of a successful start holds; a success whose pool holds no further
+    candidate ends the search (a shorter length never gets a smaller pool).
+    """
+
+    name = "predict"
+
+    def __init__(self, space: LengthSpace, use_autofit: bool = False):
+        super().__init__(space)
+        self.use_autofit = use_autofit
+
+    def propose(self, history: Sequence[Observation]) -> Optional[int]:
+        if not history:
+            return AUTO if self.use_autofit else self.space.highest
+        state = bracket(history)
+        top = top_candidate(self.space, state)
+        if top is None:
+            return None
+        best = best_verified(self.space, history)
+        if best is not None and best >= top:
+            return None
+        if state.proven_ok is not None and state.proven_ok >= top:
+            return top  # proven by a longer success; verify the candidate itself
+        hinted = self._hinted(history, top, best)
+        if hinted is not None:
+            return hinted
+        return _bisect_step(self.space, state.proven_ok, top)
+
+    def _hinted(self, history: Sequence[Observation], top: int, best: Optional[int]) -> Optional[int]:
+        """The candidate the last trial's numbers point at, if it is new and still possible."""
+        misses = sum(1 for obs in history[1:] if obs.outcome is not Outcome.OK)
+        last = history[-1]
+        if last.hint is None or misses > MAX_HINT_MISSES:
+            return None
+        candidate = self.space.floor(min(last.hint, top))
+        tried = bracket(history).tried
+        if candidate < self.space.lowest or candidate in tried:
+            return None
+        if best is not None and candidate <= best:
+            return None
+        return candidate
+
+
+class Bisect(LengthStrategy):
+    """Blind bisection over the candidates: only started/failed counts, numbers are ignored."""
+
+    name = "bisect"
+
+    def propose(self, history: Sequence[Observation]) -> Optional[int]:
+        state = bracket(history, use_hints=False)
+        top = top_candidate(self.space, state)
+        if top is None:
+            return None
+        known_ok = state.proven_ok
+        if known_ok is not None and self.space.floor(known_ok) >= top:
+            return None
+        return _bisect_step(self.space, known_ok, top)
+
+
+class Doubling(LengthStrategy):
+    """The common hand loop: 4096, 8192, 16384 ... while it starts; halve while it does not.
+
+    Its candidates are powers of two, so its answer is the longest power of two that works.
+    """
+
+    name = "doubling"
+    START = 4096
+
+    def _powers(self):
+        length = 1
+        while length <= self.space.max_len:
+            if length >= self.space.min_len:
+                yield length
+            length *= 2
+
+    def propose(self, history: Sequence[Observation]) -> Optional[int]:
+        powers = list(self._powers())
+        if not powers:
+            return None
+        if not history:
+            below = [p for p in powers if p <= self.START]
+            return below[-1] if below else powers[0]
+        last = history[-1]
+        first = history[0]
+        index = powers.index(last.requested) if last.requested in powers else None
+        if index is None:
+            return None
+        if first.outcome is Outcome.OK:  # going up
+            return powers[index + 1] if last.outcome is Outcome.OK and index + 1 < len(powers) else None
+        return powers[index - 1] if last.outcome is not Outcome.OK and index > 0 else None
+
+    def best(self, history: Sequence[Observation]) -> Optional[int]:
+        lengths = [obs.length for obs in history if obs.outcome is Outcome.OK and obs.length is not None]
+        return max(lengths) if lengths else None
+
+
+STRATEGIES = {cls.name: cls for cls in (Predict, Bisect, Doubling)}
