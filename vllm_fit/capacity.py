@@ -44,22 +44,27 @@ def blocks_needed(length: int, block_size: int, vllm_version: Optional[str]) -> 
 
 
 def max_len_hint(classification: Classification, length: Optional[int],
-                 vllm_version: Optional[str]) -> Optional[int]:
-    """The longest max_model_len this trial's numbers say fits, or None when they say nothing."""
+                 vllm_version: Optional[str], plain_attention: bool = True) -> Optional[int]:
+    """The longest max_model_len this trial's numbers say fits, or None when they say nothing.
+
+    For a start that succeeded: vLLM's own auto-fit length, else (only for plain full-attention
+    models, where a sequence of L tokens takes ceil(L / block_size) blocks) the block count.
+    """
     facts = classification.facts
     if classification.outcome is Outcome.KV_TOO_SMALL:
         if facts.estimated_max_len is not None:
             return facts.estimated_max_len
         if facts.error_capacity_tokens is not None:
             return facts.error_capacity_tokens
-        if length and facts.needed_kv_gib and facts.error_available_kv_gib and facts.needed_kv_gib > 0 \
-                and facts.error_available_kv_gib > 0:
-            return int(length * facts.error_available_kv_gib / facts.needed_kv_gib)
+        checked = facts.error_max_model_len or length
+        if checked and facts.needed_kv_gib and facts.error_available_kv_gib and facts.needed_kv_gib > 0 \
+                and facts.error_available_kv_gib > 0:  # proportional: an approximation, verified later
+            return int(checked * facts.error_available_kv_gib / facts.needed_kv_gib)
         return None
     if classification.outcome is not Outcome.OK:
         return None
     if facts.autofit_len is not None:
         return facts.autofit_len
-    if facts.num_blocks is not None and facts.block_size:
+    if plain_attention and facts.num_blocks is not None and facts.block_size:
         return max_len_for_blocks(facts.num_blocks, facts.block_size, vllm_version)
     return None

@@ -104,21 +104,22 @@ def classify(
     for pattern, outcome in _ROOT_CAUSES:
         hits = logparse.find_all(pattern, searched)
         if hits:
-            line, match = hits[-1]
+            line, match = hits[0]  # the log record; a bootstrap traceback may repeat it later
             logparse.read_error_facts(facts, match)
             evidence = capacity_evidence + [line.raw]
             return Classification(outcome, _describe(outcome, facts, line.msg), facts, evidence, phase)
 
+    tail = _tail(lines + _exception_lines(result))
     if status == "request_failed":
         problem = result.get("request_problem") or _exception_summary(result)  # type: ignore[union-attr]
-        return Classification(Outcome.REQUEST_FAILED, problem, facts, _tail(lines), phase)
+        return Classification(Outcome.REQUEST_FAILED, problem, facts, tail or [problem], phase)
     if status == "import_failed":
         return Classification(Outcome.ENVIRONMENT, "the child could not import vLLM: "
-                              + _exception_summary(result), facts, _tail(lines), phase)
+                              + _exception_summary(result), facts, tail, phase)
     detail = "nothing recognised (exit code %s)" % exit_code
     if result and result.get("exception"):
         detail += ": " + _exception_summary(result)
-    return Classification(Outcome.CRASH, detail, facts, _tail(lines + _exception_lines(result)), phase)
+    return Classification(Outcome.CRASH, detail, facts, tail, phase)
 
 
 def _exception_summary(result: Optional[Dict[str, Any]]) -> str:

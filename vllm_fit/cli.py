@@ -36,7 +36,7 @@ def cli() -> None:
 @click.option("--model", required=True, help="Model directory or hub id, as vLLM takes it.")
 @click.option("--max-len", metavar="N", help="Upper bound for max_model_len. Default: the model's "
               "maximum from its config.json (local directory or hub cache).")
-@click.option("--min-len", metavar="N", help="Lower bound for max_model_len. Default: the granularity.")
+@click.option("--min-len", metavar="N", help="Lower bound for max_model_len. Default: 1 (so the smallest candidate is the granularity).")
 @click.option("--granularity", metavar="N", default=str(DEFAULT_GRANULARITY), show_default=True,
               help="The fit is a multiple of N (16: vLLM's smallest default block size).")
 @click.option("--gpu-memory-utilization", metavar="U", help="Fix the fraction (0, 1] of total device "

@@ -82,7 +82,7 @@ def length_space(request: SearchRequest, model: ModelInfo, notes: List[str]) -> 
         notes.append("--max-len %d is over the model's maximum %d (config.json); searching up to %d"
                      % (max_len, derived, derived))
         max_len = derived
-    min_len = request.min_len or request.granularity
+    min_len = request.min_len or 1
     if min_len > max_len:
         raise BadInput("--min-len %d is greater than the upper bound %d; lower --min-len" % (min_len, max_len))
     space = LengthSpace(min_len, max_len, request.granularity)
@@ -150,7 +150,7 @@ def run_search(prepared: Prepared, listener: Listener = Listener()) -> "SearchOu
     plan = TrialPlan(python=prepared.interpreter.python, model=request.model,
                      tensor_parallel_size=request.tensor_parallel_size, engine_args=request.engine_args,
                      timeout_s=request.trial_timeout_s, env=trial_environment(request.env),
-                     work_dir=work_dir)
+                     work_dir=work_dir, plain_attention=prepared.model.kv_bytes_per_token is not None)
     started = time.monotonic()
     try:
         result = run_study(plan, objective_for(prepared), listener)

@@ -112,7 +112,7 @@ DERIVED_MAX = re.compile(
 )
 FREE_MEMORY_SHORT = re.compile(
     r"Free memory on device(?: \S+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than "
-    r"(?:desired GPU memory utilization|the engine's budget[^(]*)\(([\d.]+), ([\d.]+) GiB\)"
+    r"(?:desired GPU memory utilization|the engine's budget[^(]*?)\s*\(([\d.]+), ([\d.]+) GiB\)"
     r"|Externally held weights on device \S+ \(([\d.]+)/([\d.]+) GiB\) exceed the desired GPU memory"
     r"|Available memory on node \d+ \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than"
     r"|Error in memory profiling\."
@@ -210,11 +210,13 @@ def read_error_facts(facts: CapacityFacts, match: "re.Match[str]") -> None:
     """Copy the numbers of a too-long, derived-maximum or free-memory error into facts."""
     pattern = match.re
     if pattern is V1_TOO_LONG:
+        facts.error_max_model_len = int(match.group(1))
         facts.needed_kv_gib = _number(match.group(2))
         facts.error_available_kv_gib = _number(match.group(3))
         if match.group(4):
             facts.estimated_max_len = int(match.group(4))
     elif pattern is V0_TOO_LONG:
+        facts.error_max_model_len = int(match.group(1))
         facts.error_capacity_tokens = int(match.group(2))
     elif pattern is DERIVED_MAX:
         derived = match.group(3)

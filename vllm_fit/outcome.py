@@ -59,6 +59,8 @@ class CapacityFacts:
     """From a too-long error: vLLM's estimate of the longest max_model_len that fits."""
     error_capacity_tokens: Optional[int] = None
     """From an old-style too-long error: the tokens the KV cache can store."""
+    error_max_model_len: Optional[int] = None
+    """From a too-long error: the max_model_len the engine was checking."""
     needed_kv_gib: Optional[float] = None
     error_available_kv_gib: Optional[float] = None
     derived_max_len: Optional[int] = None

@@ -52,14 +52,11 @@ def _versions() -> dict:
         info["vllm"] = getattr(vllm, "__version__", None)
     except Exception as exc:  # reported, not hidden: the caller checks "vllm"
         info["vllm_error"] = repr(exc)
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["cuda"] = getattr(torch.version, "cuda", None)
-        info["hip"] = getattr(torch.version, "hip", None)
-    except Exception as exc:
-        info["torch_error"] = repr(exc)
+    torch = sys.modules.get("torch")  # vLLM has imported it; importing it here would only cost time
+    if torch is not None:
+        info["torch"] = getattr(torch, "__version__", None)
+        info["cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
+        info["hip"] = getattr(getattr(torch, "version", None), "hip", None)
     return info
 
 

@@ -32,6 +32,8 @@ class TrialPlan:
     timeout_s: float
     env: Mapping[str, str]
     work_dir: Path
+    plain_attention: bool = True
+    """The model is full attention only (block counts translate into lengths)."""
 
     def llm_kwargs(self, candidate: Candidate) -> Dict[str, Any]:
         """LLM(...) keyword arguments for one candidate."""
@@ -93,7 +95,7 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Listener = Listen
         kwargs = plan.llm_kwargs(candidate)
         listener.trial_started(index, kwargs)
         record = run(index, plan.python, kwargs, plan.work_dir / ("trial-%03d" % index),
-                     timeout_s=plan.timeout_s, env=plan.env,
+                     timeout_s=plan.timeout_s, env=plan.env, plain_attention=plan.plain_attention,
                      on_phase=lambda phase, i=index: listener.phase(i, phase))
         launches += 1 + len(record.retries)
         records.append(record)

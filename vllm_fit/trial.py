@@ -105,8 +105,12 @@ def run_trial(
     timeout_s: float,
     env: Mapping[str, str],
     on_phase: Callable[[str], None] = lambda phase: None,
+    plain_attention: bool = True,
 ) -> TrialRecord:
-    """Launch one candidate and return what it proved."""
+    """Launch one candidate and return what it proved.
+
+    plain_attention: the model is full attention only, so block counts translate into lengths.
+    """
     run = runner.run_probe(python, {"llm_kwargs": llm_kwargs}, work_dir, timeout_s=timeout_s,
                            env=env, on_phase=on_phase)
     verdict = classify(run.log_text, run.result, timed_out=run.timed_out, exit_code=run.exit_code,
@@ -119,7 +123,8 @@ def run_trial(
     return TrialRecord(
         index=index, llm_kwargs=dict(llm_kwargs), outcome=verdict.outcome,
         detail=scrub(verdict.detail, env), duration_s=run.duration_s, length=length,
-        hint=capacity.max_len_hint(verdict, length, versions.get("vllm") or verdict.facts.engine_version),
+        hint=capacity.max_len_hint(verdict, length, versions.get("vllm") or verdict.facts.engine_version,
+                                   plain_attention),
         facts=verdict.facts, evidence=[scrub(line, env) for line in verdict.evidence],
         phase=verdict.phase, exit_code=run.exit_code, versions=versions,
         request=result.get("request"), log=scrub(run.log_text, env),

@@ -48,6 +48,10 @@ class Predict(LengthStrategy):
     model's own maximum), else the upper bound. Then: the estimate from a too-long error, or the
     length the measured KV pool of a successful start holds; a success whose pool holds no further
     candidate ends the search (a shorter length never gets a smaller pool).
+
+    Trusting auto-fit's length as the ceiling assumes the pool does not depend on max_model_len,
+    which holds where auto-fit exists (V1, chunked prefill: profiling runs max_num_batched_tokens,
+    not max_model_len). Where the pool shrinks as the length grows (V0), no auto-fit is used.
     """
 
     name = "predict"
@@ -79,9 +83,8 @@ class Predict(LengthStrategy):
         last = history[-1]
         if last.hint is None or misses > MAX_HINT_MISSES:
             return None
-        candidate = self.space.floor(min(last.hint, top))
-        tried = bracket(history).tried
-        if candidate < self.space.lowest or candidate in tried:
+        candidate = max(self.space.lowest, self.space.floor(min(last.hint, top)))
+        if candidate in bracket(history).tried:
             return None
         if best is not None and candidate <= best:
             return None

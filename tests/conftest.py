@@ -1,0 +1,99 @@
+"""Shared fixtures: the fake GPU world (test double) and, for integration tests, real vLLM on CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Dict
+
+import pytest
+
+TESTS = Path(__file__).parent
+ROOT = TESTS.parent
+FAKES = TESTS / "fakes"
+sys.path.insert(0, str(TESTS))
+
+DEFAULT_WORLD: Dict[str, Any] = {
+    "version": "0.32.0",
+    "total_gib": 80.0,
+    "others": [],
+    "weights_gib": 14.0,
+    "activation_gib": 2.0,
+    "request_overhead_gib": 0.0,
+    "kv_bytes_per_token": 131072,
+    "block_size": 16,
+    "derived_max_len": 131072,
+    "release_delay_s": 0.0,
+    "mode": "normal",
+}
+
+
+@pytest.fixture
+def fake_world(tmp_path) -> Callable[..., Dict[str, str]]:
+    """Write a fake GPU world and return the environment that makes trials use the fake vLLM.
+
+    TEST DOUBLE: the fake vLLM (tests/fakes/vllm) replaces the real one through PYTHONPATH.
+    """
+
+    def make(**overrides: Any) -> Dict[str, str]:
+        state = tmp_path / "fake-gpu-state"
+        state.mkdir(exist_ok=True)
+        spec = dict(DEFAULT_WORLD, state_dir=str(state), **overrides)
+        path = tmp_path / "world.json"
+        path.write_text(json.dumps(spec))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env["FAKE_GPU_WORLD"] = str(path)
+        return env
+
+    return make
+
+
+@pytest.fixture
+def fake_model(tmp_path) -> Path:
+    """A model directory with a config.json only (the fake vLLM loads nothing)."""
+    model = tmp_path / "fake-model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "num_attention_heads": 32, "num_key_value_heads": 8,
+        "num_hidden_layers": 32, "hidden_size": 4096, "head_dim": 128, "max_position_embeddings": 131072,
+        "torch_dtype": "bfloat16"}))
+    return model
+
+
+# --- real vLLM (CPU backend) ------------------------------------------------------------------
+
+BLOCK_BYTES = 128 * 512
+"""One CPU KV block of the tiny model: 128 tokens x 512 bytes per token."""
+
+
+@pytest.fixture(scope="session")
+def vllm_python() -> str:
+    """The interpreter of the vLLM CPU environment ($VLLM_FIT_TEST_PYTHON, else .venv/bin/python)."""
+    python = os.environ.get("VLLM_FIT_TEST_PYTHON") or str(ROOT / ".venv" / "bin" / "python")
+    if not Path(python).exists():
+        pytest.fail("no vLLM environment at %s: run `make setup` (or set VLLM_FIT_TEST_PYTHON)" % python)
+    return python
+
+
+@pytest.fixture(scope="session")
+def tiny_model(vllm_python) -> Path:
+    """The tiny local Llama (made once, kept under .cache/)."""
+    import subprocess
+
+    out = ROOT / ".cache" / "tiny-llama"
+    subprocess.run([vllm_python, str(ROOT / "scripts" / "make_tiny_model.py"), str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return out
+
+
+@pytest.fixture
+def real_env() -> Dict[str, str]:
+    """Environment for real CPU trials: in-process engine (8 s a trial instead of 20)."""
+    env = dict(os.environ)
+    env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    env["VLLM_TARGET_DEVICE"] = "cpu"
+    env.pop("PYTHONPATH", None)
+    return env

@@ -1,0 +1,83 @@
+"""The parser and classifier against verbatim samples of every format range (tests/log_samples.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from vllm_fit import capacity, logparse
+from vllm_fit.classify import classify
+from vllm_fit.outcome import Outcome
+
+from log_samples import SAMPLES
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])
+def test_sample_is_classified_with_its_facts(sample):
+    verdict = classify(sample.text, sample.result, exit_code=1 if sample.result else -9)
+    assert verdict.outcome is Outcome(sample.outcome), verdict.detail
+    got = verdict.facts.as_dict()
+    for key, value in sample.facts.items():
+        assert got.get(key) == value, (key, got)
+    assert verdict.evidence, "every outcome keeps the lines that decided it"
+    if sample.hint is not None:
+        assert capacity.max_len_hint(verdict, None, sample.vllm) == sample.hint
+
+
+def test_crash_keeps_the_tail_and_guesses_no_estimate():
+    text = "\n".join("line %d" % i for i in range(100)) + "\nKilled\n"
+    verdict = classify(text, None, exit_code=-9)
+    assert verdict.outcome is Outcome.CRASH
+    assert verdict.evidence[-1] == "Killed" and len(verdict.evidence) == 40
+    assert verdict.facts.as_dict() == {}
+    assert capacity.max_len_hint(verdict, 4096, "0.32.0") is None
+
+
+def test_free_memory_info_line_alone_is_not_a_failure():
+    line = ("INFO 12-02 11:00:00 [gpu_worker.py:300] Free memory on device (78.5/79.19 GiB) on startup. "
+            "Desired GPU memory utilization is (0.9, 71.27 GiB). Actual usage is 1 GiB for weight.")
+    verdict = classify(line, {"status": "start_failed", "phase": "start"}, exit_code=1)
+    assert verdict.outcome is Outcome.CRASH
+
+
+def test_timeouts_depend_on_the_phase():
+    assert classify("", None, timed_out=True, last_phase="start").outcome is Outcome.TIMEOUT
+    hung = classify("##vllm-fit phase=request\n", None, timed_out=True, last_phase="request")
+    assert hung.outcome is Outcome.REQUEST_FAILED and "hung" in hung.detail
+
+
+def test_request_failure_ignores_errors_printed_before_the_request():
+    text = ("WARNING 01-01 10:00:00 [x.py:1] CUDA out of memory earlier, recovered\n"
+            "##vllm-fit phase=request\n")
+    result = {"status": "request_failed", "phase": "request", "request_problem": "served 10 of 20 tokens"}
+    assert classify(text, result).outcome is Outcome.REQUEST_FAILED
+
+
+def test_engine_facts_from_the_probe_win_over_the_log():
+    text = "(EngineCore pid=1) INFO 12-02 11:00:00 [model.py:1] Using max model len 32768\n"
+    result = dict(status="ok", phase="request", request={}, engine={"max_model_len": 4992, "num_gpu_blocks": 40,
+                                                                    "block_size": 128})
+    facts = classify(text, result).facts
+    assert (facts.effective_max_model_len, facts.num_blocks, facts.block_size) == (4992, 40, 128)
+
+
+@pytest.mark.parametrize("raw, msg", [
+    ("INFO 06-12 08:12:23 gpu_executor.py:45] # GPU blocks: 507", "# GPU blocks: 507"),
+    ("(VllmWorkerProcess pid=12) INFO 06-12 08:12:23 worker.py:1] hello", "hello"),
+    ("(VllmWorker rank=1 pid=13) INFO 06-12 08:12:23 [worker.py:1] hello", "hello"),
+    ("\x1b[1;36m(EngineCore_DP0 pid=123)\x1b[0;0m INFO 12-02 10:00:00 [gpu_worker.py:276] hi", "hi"),
+    ("(EngineCore pid=1) (Worker_TP0 pid=2) ERROR 12-02 10:00:00 [core.py:1] boom", "boom"),
+    ("[rank0]: torch.OutOfMemoryError: x", "torch.OutOfMemoryError: x"),
+])
+def test_prefixes_are_stripped(raw, msg):
+    assert logparse.log_lines(raw)[0].msg == msg
+
+
+def test_carriage_returns_split_lines():
+    lines = logparse.log_lines("a\r\nINFO 01-01 10:00:00 [w.py:1] b\rc\n")
+    assert [line.msg for line in lines] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("version, blocks, expected", [
+    ("0.32.0", 40, 4992), ("0.28.2", 40, 5120), ("0.29.0", 33, 4096), (None, 40, 5120)])
+def test_max_len_for_blocks_knows_the_null_block(version, blocks, expected):
+    assert capacity.max_len_for_blocks(blocks, 128, version) == expected

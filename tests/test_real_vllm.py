@@ -1,0 +1,119 @@
+"""End to end on real vLLM (CPU backend, the tiny model): exact answers, verified by real requests.
+
+KV budgets are exact on the CPU backend (kv_cache_memory_bytes): 40 blocks of 64 KiB hold one
+sequence of at most 39 x 128 = 4992 tokens (one block is vLLM's null block); 33 blocks hold 4096.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import psutil
+import pytest
+import yaml
+
+from conftest import BLOCK_BYTES
+from vllm_fit.export.yaml_config import read_config
+from vllm_fit.outcome import Outcome
+from vllm_fit.runner import trial_environment
+from vllm_fit.trial import run_trial
+
+pytestmark = pytest.mark.vllm
+
+
+def search(vllm_python, model, env, tmp_path, *args):
+    out, report = tmp_path / "fit.yaml", tmp_path / "report.json"
+    done = subprocess.run(
+        [vllm_python, "-m", "vllm_fit", "search", "--model", str(model), "--engine-arg", "enforce_eager=true",
+         "--out", str(out), "--report", str(report)] + [str(a) for a in args],
+        env=env, capture_output=True, text=True, timeout=600)
+    data = json.loads(report.read_text()) if report.exists() else None
+    return done, data, out
+
+
+def lengths_tried(report):
+    return [t["engine_args"]["max_model_len"] for t in report["trials"]]
+
+
+def test_40_blocks_fit_4992_and_the_yaml_starts_vllm(vllm_python, tiny_model, real_env, tmp_path):
+    done, report, out = search(vllm_python, tiny_model, real_env, tmp_path,
+                               "--kv-cache-memory", 40 * BLOCK_BYTES, "--granularity", 1)
+    assert done.returncode == 0, done.stderr
+    fit = report["fit"]
+    assert fit["max_model_len"] == 4992
+    assert fit["request"]["total_tokens"] == 4992
+    assert fit["kv_cache_memory_bytes"] == 40 * BLOCK_BYTES and fit["kv_cache_blocks"] == 40
+    assert report["launches"] <= 2
+    assert report["environment"]["vllm_version"] == "0.32.0"
+    config = yaml.safe_load(out.read_text())
+    assert config["max-model-len"] == 4992 and config["kv-cache-memory-bytes"] == 40 * BLOCK_BYTES
+    assert config["enforce-eager"] is True and config["model"] == str(tiny_model)
+    assert "max-model-len: 4992" in done.stdout
+
+    kwargs = read_config(out)
+    record = run_trial(1, vllm_python, kwargs, tmp_path / "from-yaml", timeout_s=300,
+                       env=trial_environment(real_env))
+    assert record.outcome is Outcome.OK, record.detail
+    assert record.request["total_tokens"] == 4992
+
+
+def test_40_blocks_at_granularity_256_fit_4864(vllm_python, tiny_model, real_env, tmp_path):
+    done, report, _ = search(vllm_python, tiny_model, real_env, tmp_path,
+                             "--kv-cache-memory", 40 * BLOCK_BYTES, "--granularity", 256)
+    assert done.returncode == 0, done.stderr
+    assert report["fit"]["max_model_len"] == 4864
+    assert report["fit"]["request"]["total_tokens"] == 4864
+    assert report["launches"] <= 2
+
+
+def test_33_blocks_fit_4096(vllm_python, tiny_model, real_env, tmp_path):
+    done, report, _ = search(vllm_python, tiny_model, real_env, tmp_path, "--kv-cache-memory", 33 * BLOCK_BYTES)
+    assert done.returncode == 0, done.stderr
+    assert report["fit"]["max_model_len"] == 4096
+
+
+def test_without_autofit_predict_jumps_to_vllms_estimate(vllm_python, tiny_model, real_env, tmp_path):
+    done, report, _ = search(vllm_python, tiny_model, real_env, tmp_path,
+                             "--kv-cache-memory", 40 * BLOCK_BYTES, "--granularity", 1, "--max-len", 8192)
+    assert done.returncode == 0, done.stderr
+    assert lengths_tried(report) == [8192, 4992]
+    first = report["trials"][0]
+    assert first["outcome"] == "kv_too_small" and first["capacity"]["estimated_max_len"] == 4992
+    assert report["fit"]["max_model_len"] == 4992
+
+
+def test_multiprocess_trial_is_classified_from_the_captured_output(vllm_python, tiny_model, real_env, tmp_path):
+    env = dict(real_env, VLLM_ENABLE_V1_MULTIPROCESSING="1")
+    kwargs = {"model": str(tiny_model), "max_model_len": 5000, "kv_cache_memory_bytes": 40 * BLOCK_BYTES,
+              "tensor_parallel_size": 1, "enforce_eager": True}
+    record = run_trial(1, vllm_python, kwargs, tmp_path / "mp", timeout_s=300, env=trial_environment(env))
+    result = json.loads((tmp_path / "mp" / "result.json").read_text())
+    assert "Engine core initialization failed" in result["exception"]["message"]
+    assert "To serve" not in result["exception"]["message"]  # the root cause is only in the output
+    assert record.outcome is Outcome.KV_TOO_SMALL
+    assert record.facts.estimated_max_len == 4992 and record.hint == 4992
+    deciding = [line for line in record.evidence if "estimated maximum model length is 4992" in line]
+    assert deciding and deciding[0].startswith("(EngineCore pid=") and deciding[0] in record.log
+
+
+def test_over_the_models_maximum(vllm_python, tiny_model, real_env, tmp_path):
+    kwargs = {"model": str(tiny_model), "max_model_len": 65536, "kv_cache_memory_bytes": 40 * BLOCK_BYTES,
+              "tensor_parallel_size": 1, "enforce_eager": True}
+    record = run_trial(1, vllm_python, kwargs, tmp_path / "long", timeout_s=300, env=trial_environment(real_env))
+    assert record.outcome is Outcome.TOO_LONG_FOR_MODEL
+    assert record.facts.derived_max_len == 32768
+
+    done, report, _ = search(vllm_python, tiny_model, real_env, tmp_path,
+                             "--kv-cache-memory", 40 * BLOCK_BYTES, "--max-len", 65536)
+    assert done.returncode == 0, done.stderr
+    assert "over the model's maximum 32768" in done.stderr
+    assert all(length <= 32768 for length in lengths_tried(report))
+    assert report["fit"]["max_model_len"] == 4992
+
+
+def test_no_trial_process_is_left_behind():
+    leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])
+                 if any("vllm_fit/probe.py" in part for part in (p.info["cmdline"] or []))]
+    assert leftovers == []

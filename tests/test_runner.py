@@ -1,0 +1,92 @@
+"""The runner: timeouts, crashes and interrupts leave no process behind.
+
+These use the fake vLLM (TEST DOUBLE, tests/fakes/vllm): real hangs and crashes cannot be provoked
+on demand in real vLLM. The fake starts a grandchild like vLLM's engine core, so the cleanup of the
+whole process group is what is tested.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from vllm_fit import runner
+from vllm_fit.outcome import Outcome
+from vllm_fit.trial import run_trial
+
+KWARGS = {"model": "m", "max_model_len": 4096, "tensor_parallel_size": 1}
+
+
+def _descendants_gone(pids, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+        if not alive:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_hung_start_is_killed_at_the_timeout(fake_world, tmp_path):
+    env = runner.trial_environment(fake_world(mode="hang_start"))
+    started = time.monotonic()
+    record = run_trial(1, sys.executable, KWARGS, tmp_path / "t", timeout_s=4, env=env)
+    assert record.outcome is Outcome.TIMEOUT
+    assert 4 <= time.monotonic() - started < 20
+    assert not [line for line in record.evidence if "still alive" in line]
+
+
+def test_hung_request_is_a_failed_request(fake_world, tmp_path):
+    env = runner.trial_environment(fake_world(mode="hang_request"))
+    record = run_trial(1, sys.executable, KWARGS, tmp_path / "t", timeout_s=6, env=env)
+    assert record.outcome is Outcome.REQUEST_FAILED and "hung" in record.detail
+
+
+def test_crash_keeps_the_log_tail(fake_world, tmp_path):
+    env = runner.trial_environment(fake_world(mode="crash"))
+    record = run_trial(1, sys.executable, KWARGS, tmp_path / "t", timeout_s=30, env=env)
+    assert record.outcome is Outcome.CRASH and record.exit_code == 139
+    assert any("Starting to load model" in line for line in record.evidence)
+
+
+def test_trial_environment_removes_the_cpu_kv_override_and_forces_plain_logs():
+    env = runner.trial_environment({"VLLM_CPU_KVCACHE_SPACE": "4", "VLLM_LOGGING_LEVEL": "WARNING", "A": "b"})
+    assert "VLLM_CPU_KVCACHE_SPACE" not in env and env["A"] == "b"
+    assert env["NO_COLOR"] == "1" and env["VLLM_LOGGING_LEVEL"] == "INFO"
+    assert runner.trial_environment({"VLLM_LOGGING_LEVEL": "DEBUG"})["VLLM_LOGGING_LEVEL"] == "DEBUG"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake_model, tmp_path):
+    env = fake_world(mode="hang_start")
+    work = tmp_path / "work"
+    tool = subprocess.Popen(
+        [sys.executable, "-m", "vllm_fit", "search", "--model", str(fake_model), "--max-len", "8192",
+         "--work-dir", str(work)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = work / "trial-001" / "output.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "Starting to load model" not in (log.read_text() if log.exists() else ""):
+        time.sleep(0.2)
+    assert log.exists(), tool.communicate(timeout=30)
+    trial_pids = [p.pid for p in psutil.Process(tool.pid).children(recursive=True)]
+    assert len(trial_pids) >= 2  # the probe and its engine-like grandchild
+    tool.send_signal(sig)
+    _, err = tool.communicate(timeout=60)
+    assert tool.returncode == 130, err
+    assert "interrupted" in err
+    assert _descendants_gone(trial_pids, timeout=1.0), "trial processes outlived the tool"
+
+
+def test_survivors_are_reported_not_hidden(fake_world, tmp_path, monkeypatch):
+    """A descendant that ignores SIGTERM is still killed (SIGKILL) and nothing is left."""
+    env = runner.trial_environment(fake_world(mode="hang_start"))
+    monkeypatch.setattr(runner, "TERM_GRACE_S", 0.5)
+    run = runner.run_probe(sys.executable, {"llm_kwargs": KWARGS}, tmp_path / "t", timeout_s=3, env=env)
+    assert run.timed_out and run.survivors == []
+    assert os.path.exists(tmp_path / "t" / "output.log")

@@ -1,0 +1,5 @@
+"""`python -m vllm_fit` runs the command line."""
+
+from .cli import main
+
+main()
