@@ -14,6 +14,7 @@ TESTS = Path(__file__).parent
 ROOT = TESTS.parent
 FAKES = TESTS / "fakes"
 sys.path.insert(0, str(TESTS))
+sys.path.append(str(FAKES))  # for fakegpu; appended, so the real pynvml still wins in this process
 
 DEFAULT_WORLD: Dict[str, Any] = {
     "version": "0.32.0",

@@ -117,3 +117,20 @@ def test_no_trial_process_is_left_behind():
     leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])
                  if any("vllm_fit/probe.py" in part for part in (p.info["cmdline"] or []))]
     assert leftovers == []
+
+
+def test_target_len_finds_the_least_kv_size_that_serves_it(vllm_python, tiny_model, real_env, tmp_path):
+    done, report, out = search(vllm_python, tiny_model, real_env, tmp_path, "--target-len", 4096,
+                               "--search", "kv-cache-memory", "--kv-granularity", "64KiB")
+    assert done.returncode == 0, done.stderr
+    assert report["fit"]["kv_cache_memory_bytes"] == 33 * BLOCK_BYTES  # 32 for 4096 tokens + the null block
+    assert report["fit"]["max_model_len"] == 4096 and report["fit"]["request"]["total_tokens"] == 4096
+    assert report["launches"] <= 2
+    assert yaml.safe_load(out.read_text())["kv-cache-memory-bytes"] == 33 * BLOCK_BYTES
+
+    env = trial_environment(real_env)
+    served = run_trial(1, vllm_python, read_config(out), tmp_path / "from-yaml", timeout_s=300, env=env)
+    assert served.outcome is Outcome.OK and served.request["total_tokens"] == 4096
+    one_block_less = dict(read_config(out), kv_cache_memory_bytes=32 * BLOCK_BYTES)
+    refused = run_trial(2, vllm_python, one_block_less, tmp_path / "less", timeout_s=300, env=env)
+    assert refused.outcome is Outcome.KV_TOO_SMALL and refused.facts.estimated_max_len == 3968

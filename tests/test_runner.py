@@ -64,7 +64,7 @@ def test_trial_environment_removes_the_cpu_kv_override_and_forces_plain_logs():
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake_model, tmp_path):
-    env = fake_world(mode="hang_start")
+    env = fake_world(mode="hang_start", helper_ignores_sigterm=True)
     work = tmp_path / "work"
     tool = subprocess.Popen(
         [sys.executable, "-m", "vllm_fit", "search", "--model", str(fake_model), "--max-len", "8192",
@@ -83,9 +83,9 @@ def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake
     assert _descendants_gone(trial_pids, timeout=1.0), "trial processes outlived the tool"
 
 
-def test_survivors_are_reported_not_hidden(fake_world, tmp_path, monkeypatch):
+def test_a_descendant_deaf_to_sigterm_is_killed_too(fake_world, tmp_path, monkeypatch):
     """A descendant that ignores SIGTERM is still killed (SIGKILL) and nothing is left."""
-    env = runner.trial_environment(fake_world(mode="hang_start"))
+    env = runner.trial_environment(fake_world(mode="hang_start", helper_ignores_sigterm=True))
     monkeypatch.setattr(runner, "TERM_GRACE_S", 0.5)
     run = runner.run_probe(sys.executable, {"llm_kwargs": KWARGS}, tmp_path / "t", timeout_s=3, env=env)
     assert run.timed_out and run.survivors == []

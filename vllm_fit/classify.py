@@ -138,4 +138,5 @@ def is_nondeterministic(classification: Classification, log_text: str) -> bool:
     """True for crashes that vLLM or the system reports as transient (port clash, NCCL hiccup)."""
     if classification.outcome is not Outcome.CRASH:
         return False
-    return bool(logparse.find_all(logparse.NONDETERMINISTIC, logparse.log_lines(log_text)))
+    text = "\n".join([log_text, classification.detail] + classification.evidence)
+    return bool(logparse.find_all(logparse.NONDETERMINISTIC, logparse.log_lines(text)))

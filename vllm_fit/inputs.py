@@ -34,6 +34,17 @@ def positive_int(name: str, text: Optional[str], example: str) -> Optional[int]:
     return value
 
 
+def non_negative_int(name: str, text: Optional[str], example: str) -> int:
+    """A whole number >= 0."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise BadInput("%s must be a whole number, got %r; e.g. %s %s" % (name, text, name, example)) from None
+    if value < 0:
+        raise BadInput("%s must be 0 or more, got %d; e.g. %s %s" % (name, value, name, example))
+    return value
+
+
 def positive_float(name: str, text: Optional[str], example: str) -> Optional[float]:
     """A number > 0, or None when not given."""
     if text is None:

@@ -128,6 +128,10 @@ BAD_CONFIG = re.compile(
     r"|got an unexpected keyword argument|is smaller than max_model_len \(\d+\)\. This effectively limits"
     r"|Unknown quantization method|is not supported for the selected"
 )
+OOM_ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?([KMGT]i?B|bytes)")
+OOM_FREE = re.compile(r"of which ([\d.]+) ?([KMGT]i?B|bytes) is free|([\d.]+) ?([KMGT]i?B|bytes) free;")
+_UNIT = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+         "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}  # torch prints binary units
 NONDETERMINISTIC = re.compile(
     r"NCCL error|DistNetworkError|EADDRINUSE|Address already in use|Connection reset by peer"
 )
@@ -222,6 +226,14 @@ def read_error_facts(facts: CapacityFacts, match: "re.Match[str]") -> None:
         derived = match.group(3)
         if derived != "None":
             facts.derived_max_len = int(float(derived))
+    elif pattern is OOM:
+        alloc = OOM_ALLOC.search(match.string)
+        free = OOM_FREE.search(match.string)
+        if alloc:
+            facts.oom_alloc_bytes = int(float(alloc.group(1)) * _UNIT[alloc.group(2)])
+        if free:
+            number, unit = (free.group(1), free.group(2)) if free.group(1) else (free.group(3), free.group(4))
+            facts.oom_free_bytes = int(float(number) * _UNIT[unit])
     elif pattern is FREE_MEMORY_SHORT:
         numbers = [g for g in match.groups() if g is not None]
         if len(numbers) >= 2:

@@ -24,6 +24,14 @@ class ModelInfo:
     num_attention_heads: Optional[int]
     kv_bytes_per_token: Optional[int]
     config_sha256: Optional[str]
+    num_kv_heads: Optional[int] = None
+
+    def kv_bytes_per_rank(self, tensor_parallel_size: int) -> Optional[int]:
+        """KV bytes per token on one device: KV heads split across ranks, replicated when fewer."""
+        if self.kv_bytes_per_token is None or not self.num_kv_heads:
+            return self.kv_bytes_per_token
+        per_rank_heads = max(1, self.num_kv_heads // tensor_parallel_size)
+        return self.kv_bytes_per_token // self.num_kv_heads * per_rank_heads
 
 
 def looks_local(model: str) -> bool:
@@ -91,11 +99,14 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         return ModelInfo(None, None, None, None, None)
     raw = config_file.read_bytes()
     config = json.loads(raw)
-    heads = _text_config(config).get("num_attention_heads")
+    text = _text_config(config)
+    heads = text.get("num_attention_heads")
+    kv_heads = text.get("num_key_value_heads", heads)
     return ModelInfo(
         path=path.resolve(),
         derived_max_len=derived_max_len(config),
         num_attention_heads=heads if isinstance(heads, int) else None,
         kv_bytes_per_token=kv_bytes_per_token(config),
         config_sha256=hashlib.sha256(raw).hexdigest(),
+        num_kv_heads=kv_heads if isinstance(kv_heads, int) else None,
     )

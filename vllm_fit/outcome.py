@@ -65,6 +65,10 @@ class CapacityFacts:
     error_available_kv_gib: Optional[float] = None
     derived_max_len: Optional[int] = None
     free_memory_gib: Optional[float] = None
+    oom_alloc_bytes: Optional[int] = None
+    """From an out-of-memory error: the allocation that failed ("Tried to allocate ...")."""
+    oom_free_bytes: Optional[int] = None
+    """From an out-of-memory error: what the device still had free at that moment."""
     engine_version: Optional[str] = None
 
     def as_dict(self) -> Dict[str, Any]:

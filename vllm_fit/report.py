@@ -16,7 +16,18 @@ def now_iso() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def fit_summary(record: TrialRecord) -> Dict[str, Any]:
+def headroom_bytes(record: TrialRecord, total_bytes: Optional[int]) -> Optional[int]:
+    """Device memory left for others while the fit served: measured peak if sampled, else by the knob."""
+    peaks = record.device.get("peak_used_bytes") or []
+    if total_bytes and peaks:
+        return int(total_bytes - max(peaks))
+    utilization = record.llm_kwargs.get("gpu_memory_utilization")
+    if total_bytes and utilization is not None:
+        return int(total_bytes * (1 - float(utilization)))
+    return None
+
+
+def fit_summary(record: TrialRecord, total_bytes: Optional[int] = None) -> Dict[str, Any]:
     """The fit as the report states it: the knobs, the capacity, and the request that passed."""
     facts = record.facts
     kwargs = record.llm_kwargs
@@ -32,6 +43,7 @@ def fit_summary(record: TrialRecord) -> Dict[str, Any]:
         "kv_cache_blocks": facts.num_blocks,
         "block_size": facts.block_size,
         "max_concurrency": facts.max_concurrency,
+        "headroom_bytes": headroom_bytes(record, total_bytes),
         "trial": record.index,
         "request": record.request,
     }
@@ -63,6 +75,12 @@ def environment(interpreter: Interpreter, records: List[TrialRecord],
     return env
 
 
+def device_total_bytes(env: Mapping[str, Any]) -> Optional[int]:
+    """The smallest total memory among the devices the preflight saw (None without NVML)."""
+    devices = (env.get("preflight") or {}).get("devices") or []
+    return min(device["total_bytes"] for device in devices) if devices else None
+
+
 def build_report(search: Mapping[str, Any], result: StudyResult, env: Mapping[str, Any],
                  wall_time_s: float) -> Dict[str, Any]:
     """The whole JSON report."""
@@ -70,7 +88,7 @@ def build_report(search: Mapping[str, Any], result: StudyResult, env: Mapping[st
         "tool": {"name": "vllm-fit", "version": __version__},
         "created": now_iso(),
         "search": dict(search),
-        "fit": fit_summary(result.fit) if result.fit else None,
+        "fit": fit_summary(result.fit, device_total_bytes(env)) if result.fit else None,
         "stop_reason": result.stop_reason,
         "notes": result.notes,
         "launches": result.launches,
@@ -87,6 +105,7 @@ def config_comments(report: Mapping[str, Any]) -> List[str]:
     lines = [
         "vllm-fit: %s" % report["tool"]["version"],
         "written: %s" % report["created"],
+        "objective: %s" % report["search"].get("objective"),
         "verified: trial %d started and served a %s-token request" % (fit["trial"], request.get("total_tokens")),
         "kv-cache-tokens: %s" % fit["kv_cache_tokens"],
         "max-concurrency: %s" % fit["max_concurrency"],
@@ -94,7 +113,12 @@ def config_comments(report: Mapping[str, Any]) -> List[str]:
         "torch: %s" % env.get("torch_version"),
         "cuda: %s" % (env.get("cuda_version") or "none"),
     ]
-    for key in ("device", "fingerprint"):
-        if env.get(key):
-            lines.append("%s: %s" % (key, env[key]))
+    if fit.get("headroom_bytes") is not None:
+        lines.append("headroom-bytes: %d" % fit["headroom_bytes"])
+    devices = (env.get("preflight") or {}).get("devices") or []
+    if devices:
+        lines.append("device: %s, %d MiB, driver %s" % (devices[0]["name"], devices[0]["total_bytes"] >> 20,
+                                                        env["preflight"].get("driver")))
+    if env.get("fingerprint"):
+        lines.append("fingerprint: %s" % env["fingerprint"])
     return lines

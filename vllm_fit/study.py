@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
+from .gpu import Devices
 from .outcome import Outcome
+from .retry import RetryPolicy, run_with_retries
 from .search.base import Candidate
 from .search.objectives import Objective
 from .trial import TrialRecord, run_trial
@@ -34,6 +36,9 @@ class TrialPlan:
     work_dir: Path
     plain_attention: bool = True
     """The model is full attention only (block counts translate into lengths)."""
+    devices: Optional[Devices] = None
+    """NVML view of the devices: wait for memory release between trials, sample peaks."""
+    retry: RetryPolicy = RetryPolicy()
 
     def llm_kwargs(self, candidate: Candidate) -> Dict[str, Any]:
         """LLM(...) keyword arguments for one candidate."""
@@ -77,11 +82,13 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Listener = Listen
     and never launched again. `on_record` sees each new record as soon as it exists.
     """
     records = list(records or [])
+    baseline = plan.devices.snapshot() if plan.devices else []
     launches = 0
     stop_reason = "search complete"
     while True:
         history = [record.observation() for record in records]
-        stopper = next((r for r in records if r.outcome in STOPPING_OUTCOMES), None)
+        stopping = STOPPING_OUTCOMES - objective.informative
+        stopper = next((r for r in records if r.outcome in stopping), None)
         if stopper is not None:
             stop_reason = "trial %d ended %s: %s" % (stopper.index, stopper.outcome.value, stopper.detail)
             break
@@ -94,9 +101,7 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Listener = Listen
         index = len(records) + 1
         kwargs = plan.llm_kwargs(candidate)
         listener.trial_started(index, kwargs)
-        record = run(index, plan.python, kwargs, plan.work_dir / ("trial-%03d" % index),
-                     timeout_s=plan.timeout_s, env=plan.env, plain_attention=plan.plain_attention,
-                     on_phase=lambda phase, i=index: listener.phase(i, phase))
+        record = run_with_retries(lambda: _launch(plan, run, index, kwargs, listener, baseline), plan.retry)
         launches += 1 + len(record.retries)
         records.append(record)
         on_record(record)
@@ -109,3 +114,23 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Listener = Listen
     if best is None:
         stop_reason = "no candidate in the range started and served a full-length request"
     return StudyResult(records, best, stop_reason, launches)
+
+
+def _launch(plan: TrialPlan, run: RunTrial, index: int, kwargs: Dict[str, Any], listener: Listener,
+            baseline: list) -> TrialRecord:
+    """One attempt: wait for the device memory of earlier trials to come back, run, sample the peak."""
+    waited = plan.devices.wait_released(baseline) if plan.devices else {}
+    if plan.devices:
+        with plan.devices.sampler() as sampler:
+            record = _run(plan, run, index, kwargs, listener)
+        waited["peak_used_bytes"] = sampler.peak_used_bytes
+    else:
+        record = _run(plan, run, index, kwargs, listener)
+    record.device = waited
+    return record
+
+
+def _run(plan: TrialPlan, run: RunTrial, index: int, kwargs: Dict[str, Any], listener: Listener) -> TrialRecord:
+    return run(index, plan.python, kwargs, plan.work_dir / ("trial-%03d" % index), timeout_s=plan.timeout_s,
+               env=plan.env, plain_attention=plan.plain_attention,
+               on_phase=lambda phase: listener.phase(index, phase))

@@ -12,6 +12,8 @@ from .outcome import CapacityFacts, Outcome
 from .redact import public_args, scrub
 from .search.base import AUTO, Observation
 
+GIB = 1 << 30
+
 
 @dataclass
 class TrialRecord:
@@ -34,6 +36,8 @@ class TrialRecord:
     log: str = ""
     retries: List[Dict[str, Any]] = field(default_factory=list)
     """Earlier attempts of the same candidate that failed transiently (outcome, detail, duration)."""
+    device: Dict[str, Any] = field(default_factory=dict)
+    """Device memory around the trial: the wait for the previous trial's release, the peak used."""
 
     @property
     def requested_len(self) -> int:
@@ -49,9 +53,20 @@ class TrialRecord:
 
     def observation(self) -> Observation:
         """The record as the search sees it."""
-        derived = self.facts.derived_max_len if self.outcome is Outcome.TOO_LONG_FOR_MODEL else None
-        return Observation(requested=self.requested_len, length=self.length, outcome=self.outcome,
-                           hint=self.hint, derived_max=derived, memory=self.memory)
+        facts = self.facts
+        derived = facts.derived_max_len if self.outcome is Outcome.TOO_LONG_FOR_MODEL else None
+        shortfall = None
+        if self.outcome is Outcome.OOM and facts.oom_alloc_bytes is not None:
+            shortfall = facts.oom_alloc_bytes - (facts.oom_free_bytes or 0)
+        free_fraction = None
+        if self.outcome is Outcome.FREE_MEMORY_SHORT and facts.free_memory_gib and facts.total_memory_gib:
+            free_fraction = facts.free_memory_gib / facts.total_memory_gib
+        return Observation(
+            requested=self.requested_len, length=self.length, outcome=self.outcome, hint=self.hint,
+            derived_max=derived, memory=self.memory, blocks=facts.num_blocks, block_size=facts.block_size,
+            kv_bytes=facts.available_kv_gib * GIB if facts.available_kv_gib is not None else None,
+            total_bytes=facts.total_memory_gib * GIB if facts.total_memory_gib else None,
+            oom_shortfall_bytes=shortfall, free_fraction=free_fraction)
 
     def to_json(self) -> Dict[str, Any]:
         """The record for the JSON report and the journal (secrets already removed)."""
@@ -70,6 +85,7 @@ class TrialRecord:
             "versions": self.versions,
             "request": self.request,
             "retries": self.retries,
+            "device": self.device,
             "log": self.log,
         }
 
@@ -83,6 +99,7 @@ class TrialRecord:
             evidence=list(data["evidence"]), phase=data.get("phase"), exit_code=data.get("exit_code"),
             versions=dict(data.get("versions") or {}), request=data.get("request"),
             log=data.get("log", ""), retries=list(data.get("retries") or []),
+            device=dict(data.get("device") or {}),
         )
 
 
@@ -113,6 +130,12 @@ def run_trial(
     """
     run = runner.run_probe(python, {"llm_kwargs": llm_kwargs}, work_dir, timeout_s=timeout_s,
                            env=env, on_phase=on_phase)
+    return record_from_run(index, llm_kwargs, run, env, plain_attention)
+
+
+def record_from_run(index: int, llm_kwargs: Dict[str, Any], run: runner.TrialRun, env: Mapping[str, str],
+                    plain_attention: bool = True) -> TrialRecord:
+    """Classify a finished probe run and keep it as a record (secrets scrubbed)."""
     verdict = classify(run.log_text, run.result, timed_out=run.timed_out, exit_code=run.exit_code,
                        last_phase=run.probe_phase)
     if run.survivors:

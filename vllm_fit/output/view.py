@@ -15,6 +15,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from ..gpu import Preflight
 from ..outcome import Outcome
 from ..search.base import AUTO
 from ..study import Listener, StudyResult
@@ -71,6 +72,21 @@ class TerminalView(Listener):
         """A plain informational line (preflight, cache hits, warnings)."""
         self.console.print(message, highlight=False)
 
+    def preflight(self, preflight: Preflight) -> None:
+        """The devices before the first trial: memory, and who else holds some."""
+        if not preflight.available:
+            self.note("preflight: %s" % preflight.reason)
+            return
+        table = Table(title="Devices (driver %s)" % preflight.driver, title_justify="left")
+        for column in ("#", "name", "total MiB", "free MiB", "held by"):
+            table.add_column(column, justify="right" if "MiB" in column or column == "#" else "left")
+        for device in preflight.devices:
+            held = ", ".join("%s (pid %d, %s MiB)" % (p.name, p.pid, (p.used_bytes or 0) >> 20)
+                             for p in device.processes) or "-"
+            table.add_row(str(device.index), device.name, str(device.total_bytes >> 20),
+                          str(device.free_bytes >> 20), held)
+        self.console.print(table)
+
     def trial_started(self, index: int, llm_kwargs: Mapping[str, Any]) -> None:
         with self._lock:
             self._line = _RunningLine(index, describe_candidate(llm_kwargs))
@@ -125,7 +141,7 @@ class TerminalView(Listener):
             return
         fit = result.fit
         self.out.print(Text.assemble(
-            ("Fit: ", "bold green"), "max_model_len=%s  " % fit.length,
+            ("Fit: ", "bold green"), "%s  " % describe_candidate(dict(fit.llm_kwargs, max_model_len=fit.length)),
             "(trial %d, %d launch%s)" % (fit.index, result.launches, "" if result.launches == 1 else "es")))
         if yaml_text:
             self.out.print(("Wrote %s:" % out_path) if out_path else "Config:", highlight=False)

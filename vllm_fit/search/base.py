@@ -31,6 +31,16 @@ class Observation:
     derived_max: Optional[int] = None
     memory: Optional[float] = None
     """The memory knob's value for this trial (utilization or KV bytes), for 2-knob searches."""
+    blocks: Optional[int] = None
+    block_size: Optional[int] = None
+    kv_bytes: Optional[float] = None
+    """KV cache memory as vLLM logged it (2-decimal GiB on GPUs), when it did."""
+    total_bytes: Optional[float] = None
+    """Device (or NUMA node) memory as vLLM logged it, when it did."""
+    oom_shortfall_bytes: Optional[float] = None
+    """From an out-of-memory error: how much more the failed allocation needed than was free."""
+    free_fraction: Optional[float] = None
+    """From a free-memory error: free / total device memory at start-up."""
 
 
 @dataclass(frozen=True)

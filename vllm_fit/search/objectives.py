@@ -16,6 +16,9 @@ from ..outcome import Outcome
 class Objective:
     """Base: propose candidates and pick the fit from observations."""
 
+    informative = frozenset()
+    """Outcomes this objective learns from that would stop a search with the memory knob fixed."""
+
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         raise NotImplementedError
 

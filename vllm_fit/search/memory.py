@@ -1,0 +1,295 @@
+"""Objectives over the memory knob: the highest safe utilization, or the least memory for a length.
+
+Pure like the length strategies. They model KV capacity as a line in the knob (one launch gives a
+point; the slope is the device's total memory for utilization, 1 for KV bytes), jump to the value
+the line predicts, verify it with a real trial, and bisect the knob's grid only when a prediction
+misses or a number is missing.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+from .base import Candidate, Observation
+from .length import LengthStrategy
+from .objectives import Objective, last_ok_index
+from ..capacity import blocks_needed
+from ..outcome import Outcome
+
+TOO_LOW = frozenset({Outcome.KV_TOO_SMALL, Outcome.NO_KV_MEMORY})
+TOO_HIGH = frozenset({Outcome.OOM, Outcome.FREE_MEMORY_SHORT})
+_EPS = 1e-9
+PRINTED_GIB_ERROR = 0.02 * (1 << 30)
+"""vLLM and torch print memory in 2-decimal GiB: two such numbers are off by up to this much."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The knob's possible values: index k means k x step (utilization 0.01, or KV bytes per granule)."""
+
+    kind: str  # "gpu_memory_utilization" or "kv_cache_memory_bytes"
+    step: float
+    lowest: int
+    highest: int
+
+    def value(self, index: int) -> float:
+        return round(index * self.step, 2) if self.kind == "gpu_memory_utilization" else int(index * self.step)
+
+    def index(self, value: float) -> int:
+        return int(round(value / self.step))
+
+    def up(self, value: float) -> int:
+        """The smallest index whose value is at least `value`."""
+        return int(math.ceil(value / self.step - _EPS))
+
+    def down(self, value: float) -> int:
+        """The largest index whose value is at most `value`."""
+        return int(math.floor(value / self.step + _EPS))
+
+    def candidate(self, index: int, length: int) -> Candidate:
+        if self.kind == "gpu_memory_utilization":
+            return Candidate(length, gpu_memory_utilization=self.value(index))
+        return Candidate(length, kv_cache_memory_bytes=self.value(index))
+
+
+def utilization_grid(cap: float, floor: float = 0.01) -> Grid:
+    """Utilization in 0.01 steps from `floor` up to `cap`."""
+    return Grid("gpu_memory_utilization", 0.01, max(1, int(round(floor * 100))), int(math.floor(cap * 100 + _EPS)))
+
+
+@dataclass(frozen=True)
+class KvModel:
+    """What is known about KV cost before and across launches.
+
+    bytes_per_token: per device (tensor-parallel rank), from config.json; None when unknown.
+    total_bytes: device memory (NVML); None when unknown (a trial's log may still say it).
+    guess_block_size: block size assumed before any launch has reported the real one.
+    """
+
+    bytes_per_token: Optional[int]
+    total_bytes: Optional[float]
+    vllm_version: Optional[str]
+    guess_block_size: int = 16
+
+    def block_size(self, history: Sequence[Observation]) -> int:
+        sizes = [obs.block_size for obs in history if obs.block_size]
+        return sizes[-1] if sizes else self.guess_block_size
+
+    def page_bytes(self, history: Sequence[Observation]) -> Optional[float]:
+        """Bytes of one KV block on one device."""
+        if self.bytes_per_token:
+            return float(self.bytes_per_token * self.block_size(history))
+        for obs in reversed(history):  # measured: KV bytes over blocks
+            if obs.outcome is Outcome.OK and obs.blocks and obs.kv_bytes:
+                return obs.kv_bytes / obs.blocks
+        return None
+
+    def need_bytes(self, length: int, history: Sequence[Observation]) -> Optional[float]:
+        """KV bytes one sequence of `length` needs, null block included."""
+        page = self.page_bytes(history)
+        if page is None:
+            return None
+        return blocks_needed(length, self.block_size(history), self.vllm_version) * page
+
+    def total(self, history: Sequence[Observation]) -> Optional[float]:
+        if self.total_bytes:
+            return self.total_bytes
+        logged = [obs.total_bytes for obs in history if obs.total_bytes]
+        return logged[-1] if logged else None
+
+    def kv_range(self, obs: Observation, history: Sequence[Observation]) -> Optional[tuple]:
+        """(low, high) bounds on the KV bytes a trial really had."""
+        page = self.page_bytes(history)
+        if obs.blocks is not None and page:
+            return obs.blocks * page, (obs.blocks + 1) * page
+        if obs.kv_bytes is not None:
+            return obs.kv_bytes - 0.005 * (1 << 30), obs.kv_bytes + 0.005 * (1 << 30)  # 2-decimal GiB
+        return None
+
+
+def _status(history: Sequence[Observation], grid: Grid) -> Dict[str, object]:
+    """Per knob index: which verdicts were seen there."""
+    seen: Dict[int, set] = {}
+    for obs in history:
+        if obs.memory is not None:
+            seen.setdefault(grid.index(obs.memory), set()).add(obs.outcome)
+    return seen
+
+
+class LeastMemoryForLength(Objective):
+    """The least utilization (0.01 steps) or KV size (granules) that starts and serves `length` tokens."""
+
+    informative = frozenset({Outcome.FREE_MEMORY_SHORT})
+
+    def __init__(self, grid: Grid, length: int, model: KvModel):
+        self.grid, self.length, self.model = grid, length, model
+
+    def _predicted_index(self, history: Sequence[Observation]) -> Optional[int]:
+        need = self.model.need_bytes(self.length, history)
+        if need is None:
+            return None
+        if self.grid.kind == "kv_cache_memory_bytes":
+            return self.grid.up(need)
+        total = self.model.total(history)
+        points = [obs for obs in history if obs.memory is not None and self.model.kv_range(obs, history)]
+        if not points or not total:
+            return None
+        last = points[-1]
+        low, high = self.model.kv_range(last, history)
+        kv_here = (low + high) / 2
+        return self.grid.up(last.memory + (need - kv_here) / total)
+
+    def _proven_below(self, index: int, history: Sequence[Observation]) -> bool:
+        """True when the line says index - 1 cannot hold one sequence (so `index` is the least)."""
+        need = self.model.need_bytes(self.length, history)
+        page = self.model.page_bytes(history)
+        if need is None or page is None:
+            return False
+        below = self.grid.value(index - 1)
+        if self.grid.kind == "kv_cache_memory_bytes":
+            return bool(self.model.bytes_per_token) and math.floor(below / page) * page < need
+        total = self.model.total(history)
+        at = [obs for obs in history if obs.memory is not None and self.grid.index(obs.memory) == index
+              and obs.outcome is Outcome.OK and self.model.kv_range(obs, history)]
+        if not total or not at:
+            return False
+        _, high = self.model.kv_range(at[-1], history)
+        return high - self.grid.step * total < need
+
+    def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
+        grid, seen = self.grid, _status(history, self.grid)
+        caps = [grid.down(obs.free_fraction) for obs in history if obs.free_fraction is not None]
+        top = min([grid.highest] + caps)
+        ok = [i for i, s in seen.items() if Outcome.OK in s]
+        low_bad = max([i for i, s in seen.items() if s & TOO_LOW and Outcome.OK not in s], default=grid.lowest - 1)
+        high_bad = min([i for i, s in seen.items() if s & TOO_HIGH and Outcome.OK not in s], default=top + 1)
+        top = min(top, high_bad - 1)
+        best = min(ok) if ok else None
+        if best is not None and (best - 1 <= low_bad or self._proven_below(best, history)):
+            return None
+        upper = best if best is not None else top + 1
+        if upper - 1 <= low_bad:
+            return None  # nothing left to try: every candidate is too low or too high
+        predicted = self._predicted_index(history)
+        if predicted is not None and low_bad < predicted < upper and predicted not in seen:
+            return grid.candidate(predicted, self.length)
+        if best is None:
+            if not seen:
+                return grid.candidate(top, self.length)  # measure once at the top to predict from
+            nxt = min(top, max(low_bad + 1, 2 * low_bad))  # the prediction missed low: gallop up
+            return grid.candidate(nxt, self.length) if nxt not in seen and nxt > low_bad else None
+        middle = (low_bad + upper) // 2
+        if middle <= low_bad or middle in seen:
+            return None
+        return grid.candidate(middle, self.length)
+
+    def fit(self, history: Sequence[Observation]) -> Optional[int]:
+        ok = [obs.memory for obs in history if obs.outcome is Outcome.OK and obs.memory is not None]
+        if not ok:
+            return None
+        least = min(ok)
+        return last_ok_index(history, lambda obs: obs.memory == least)
+
+
+class LongestAtHighestUtilization(Objective):
+    """The longest max_model_len at the highest utilization (0.01 steps, at most the cap) that serves.
+
+    Each utilization level gets its own length search. A level where a trial ran out of memory
+    (at start or on the full-length request) is too high, however long the KV cache: it is never a
+    fit. An OOM's numbers (what it tried to allocate, what was free) predict the highest level that
+    leaves enough headroom, so the next launch goes straight there.
+    """
+
+    informative = frozenset({Outcome.FREE_MEMORY_SHORT})
+
+    def __init__(self, grid: Grid, make_strategy: Callable[[], LengthStrategy], model: KvModel):
+        self.grid, self.strategy, self.model = grid, make_strategy(), model
+
+    def _at(self, history: Sequence[Observation], index: int) -> List[Observation]:
+        return [obs for obs in history if obs.memory is not None and self.grid.index(obs.memory) == index]
+
+    def _works(self, history: Sequence[Observation], index: int) -> Optional[bool]:
+        """True: serves at some length; False: too high, or no length fits; None: still open."""
+        level = self._at(history, index)
+        outcomes = {obs.outcome for obs in level}
+        if outcomes & TOO_HIGH:
+            return False
+        if Outcome.OK in outcomes:
+            return True
+        if Outcome.NO_KV_MEMORY in outcomes or (level and self.strategy.propose(level) is None):
+            return False
+        return None
+
+    def _highest_safe(self, history: Sequence[Observation]) -> Optional[int]:
+        """The highest level the OOM numbers allow (budget minus the shortfall), if they say.
+
+        The numbers are printed in 2-decimal GiB; when the level above the prediction is within
+        that rounding of the limit, the prediction is one level too cautious to trust: the level
+        above is returned as the one to check (it is verified like every other).
+        """
+        total = self.model.total(history)
+        limits = [obs.memory * total - obs.oom_shortfall_bytes for obs in history
+                  if obs.oom_shortfall_bytes is not None and obs.memory is not None and total]
+        if not limits:
+            return None
+        limit = min(limits)
+        safe = self.grid.down(limit / total)
+        above = [obs for obs in history if obs.memory is not None and self.grid.index(obs.memory) == safe + 1]
+        if not above and self.grid.value(safe + 1) * total - limit < PRINTED_GIB_ERROR:
+            return safe + 1
+        return safe
+
+    def _top(self, history: Sequence[Observation]) -> int:
+        grid = self.grid
+        caps = [grid.down(obs.free_fraction) for obs in history if obs.free_fraction is not None]
+        too_high = [i for i in {grid.index(o.memory) for o in history if o.memory is not None}
+                    if self._works(history, i) is False and self._at(history, i)
+                    and {o.outcome for o in self._at(history, i)} & TOO_HIGH]
+        return min([grid.highest] + caps + [i - 1 for i in too_high])
+
+    def _level(self, history: Sequence[Observation]) -> Optional[int]:
+        """The level to work on next (None: nothing can work)."""
+        grid = self.grid
+        top = self._top(history)
+        levels = {grid.index(o.memory) for o in history if o.memory is not None}
+        too_high = [i for i in levels if {o.outcome for o in self._at(history, i)} & TOO_HIGH]
+        failed_low = [i for i in levels if self._works(history, i) is False and i not in too_high]
+        floor = max(failed_low, default=grid.lowest - 1)
+        open_levels = [i for i in levels if self._works(history, i) is None and floor < i <= top]
+        if open_levels:
+            return max(open_levels)
+        best = max((i for i in levels if self._works(history, i) and i <= top), default=None)
+        if top <= floor:
+            return best
+        safe = self._highest_safe(history)
+        if best is not None and (best >= top or (safe is not None and best >= min(top, safe))):
+            return best
+        lower = best if best is not None else floor
+        if safe is not None and lower < safe <= top and safe not in levels:
+            return safe
+        if best is None and top not in levels:
+            if too_high and safe is None:  # no numbers: gallop down from the OOM
+                return max(floor + 1, min(too_high) - 2 ** (len(too_high) - 1))
+            return top
+        middle = (lower + top + 1) // 2
+        return middle if lower < middle and middle not in levels else best
+
+    def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
+        level = self._level(history)
+        if level is None:
+            return None
+        length = self.strategy.propose(self._at(history, level))
+        return None if length is None else self.grid.candidate(level, length)
+
+    def fit(self, history: Sequence[Observation]) -> Optional[int]:
+        working = [self.grid.index(o.memory) for o in history if o.outcome is Outcome.OK and o.memory is not None]
+        if not working:
+            return None
+        level = max(i for i in working if self._works(history, i))
+        best = self.strategy.best(self._at(history, level))
+        if best is None:
+            return None
+        return last_ok_index(history, lambda o: o.memory is not None and self.grid.index(o.memory) == level
+                             and o.length == best)
