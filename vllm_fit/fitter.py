@@ -259,10 +259,11 @@ def search_summary(prepared: Prepared) -> Dict[str, Any]:
     }
 
 
-def run_search(prepared: Prepared, listener: Listener = Listener()) -> "SearchOutcome":
-    """Run the trials and build the report."""
+def run_search(prepared: Prepared, listener: Listener = Listener(),
+               objective: Optional[Objective] = None) -> "SearchOutcome":
+    """Run the trials and build the report (`objective` overrides the one the options ask for)."""
     request = prepared.request
-    objective = objective_for(prepared)
+    objective = objective or objective_for(prepared)
     work_dir = request.work_dir or Path(tempfile.mkdtemp(prefix="vllm-fit-"))
     plan = TrialPlan(python=prepared.interpreter.python, model=request.model,
                      tensor_parallel_size=request.tensor_parallel_size, engine_args=request.engine_args,

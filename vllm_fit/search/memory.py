@@ -293,3 +293,31 @@ class LongestAtHighestUtilization(Objective):
             return None
         return last_ok_index(history, lambda o: o.memory is not None and self.grid.index(o.memory) == level
                              and o.length == best)
+
+
+class WalkDown(Objective):
+    """Baseline (vLLM's tuning script): utilization from 0.98 down in 0.01 steps until vLLM starts.
+
+    "Starts" is all it checks: a start whose full-length request then runs out of memory ends the
+    walk too, and that utilization is its answer. Kept to measure the other objectives against.
+    """
+
+    informative = frozenset({Outcome.FREE_MEMORY_SHORT, Outcome.OOM})
+    START = 0.98
+
+    def __init__(self, length: int, floor: float = 0.01):
+        self.length, self.floor = length, floor
+
+    @staticmethod
+    def _started(obs: Observation) -> bool:
+        return obs.outcome is Outcome.OK or obs.outcome is Outcome.REQUEST_FAILED or (
+            obs.outcome is Outcome.OOM and obs.kv_bytes is not None)  # OOM after the KV cache was sized
+
+    def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
+        if any(self._started(obs) for obs in history):
+            return None
+        util = round(self.START - 0.01 * len(history), 2)
+        return None if util < self.floor else Candidate(self.length, gpu_memory_utilization=util)
+
+    def fit(self, history: Sequence[Observation]) -> Optional[int]:
+        return next((i for i, obs in enumerate(history) if self._started(obs)), None)
