@@ -137,26 +137,25 @@ class LeastMemoryForLength(Objective):
         if not points or not total:
             return None
         last = points[-1]
-        low, high = self.model.kv_range(last, history)
-        kv_here = (low + high) / 2
-        return self.grid.up(last.memory + (need - kv_here) / total)
+        low, _ = self.model.kv_range(last, history)  # pessimistic: the first guess should serve
+        return self.grid.up(last.memory + (need - low) / total)
 
-    def _proven_below(self, index: int, history: Sequence[Observation]) -> bool:
-        """True when the line says index - 1 cannot hold one sequence (so `index` is the least)."""
+    def _lowest_possible(self, history: Sequence[Observation]) -> Optional[int]:
+        """The lowest index the line allows at its most optimistic (None when it cannot say).
+
+        A trial's KV bytes are known to within one block (or the 2-decimal GiB of the log), so the
+        line gives a range; below its optimistic end nothing can hold one sequence.
+        """
         need = self.model.need_bytes(self.length, history)
-        page = self.model.page_bytes(history)
-        if need is None or page is None:
-            return False
-        below = self.grid.value(index - 1)
+        if need is None or not any(obs.block_size for obs in history):
+            return None  # before a launch reports the block size, the need is only a guess
         if self.grid.kind == "kv_cache_memory_bytes":
-            return bool(self.model.bytes_per_token) and math.floor(below / page) * page < need
+            return self.grid.up(need) if self.model.bytes_per_token else None
         total = self.model.total(history)
-        at = [obs for obs in history if obs.memory is not None and self.grid.index(obs.memory) == index
-              and obs.outcome is Outcome.OK and self.model.kv_range(obs, history)]
-        if not total or not at:
-            return False
-        _, high = self.model.kv_range(at[-1], history)
-        return high - self.grid.step * total < need
+        bounds = [self.grid.up(obs.memory + (need - self.model.kv_range(obs, history)[1]) / total)
+                  for obs in history if total and obs.memory is not None and obs.outcome is Outcome.OK
+                  and self.model.kv_range(obs, history)]
+        return max(bounds) if bounds else None
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         grid, seen = self.grid, _status(history, self.grid)
@@ -166,8 +165,11 @@ class LeastMemoryForLength(Objective):
         low_bad = max([i for i, s in seen.items() if s & TOO_LOW and Outcome.OK not in s], default=grid.lowest - 1)
         high_bad = min([i for i, s in seen.items() if s & TOO_HIGH and Outcome.OK not in s], default=top + 1)
         top = min(top, high_bad - 1)
+        possible = self._lowest_possible(history)
+        if possible is not None:
+            low_bad = max(low_bad, possible - 1)
         best = min(ok) if ok else None
-        if best is not None and (best - 1 <= low_bad or self._proven_below(best, history)):
+        if best is not None and best - 1 <= low_bad:
             return None
         upper = best if best is not None else top + 1
         if upper - 1 <= low_bad:
