@@ -47,6 +47,7 @@ def fake_world(tmp_path) -> Callable[..., Dict[str, str]]:
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env["FAKE_GPU_WORLD"] = str(path)
+        env["VLLM_FIT_CACHE_DIR"] = str(tmp_path / "cache")
         return env
 
     return make
@@ -91,9 +92,10 @@ def tiny_model(vllm_python) -> Path:
 
 
 @pytest.fixture
-def real_env() -> Dict[str, str]:
-    """Environment for real CPU trials: in-process engine (8 s a trial instead of 20)."""
+def real_env(tmp_path) -> Dict[str, str]:
+    """Environment for real CPU trials: in-process engine (8 s a trial instead of 20), own cache."""
     env = dict(os.environ)
+    env["VLLM_FIT_CACHE_DIR"] = str(tmp_path / "cache")
     env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     env["VLLM_TARGET_DEVICE"] = "cpu"
     env.pop("PYTHONPATH", None)

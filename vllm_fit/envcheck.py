@@ -26,6 +26,16 @@ try:
                 continue
 except ImportError:
     pass
+torch_spec = importlib.util.find_spec("torch")  # CUDA/HIP versions, read from torch/version.py as text
+for folder in (torch_spec.submodule_search_locations or []) if torch_spec else []:
+    try:
+        text = open(folder + "/version.py").read()
+    except OSError:
+        continue
+    import re
+    for key in ("cuda", "hip"):
+        match = re.search(r"^%s\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]" % key, text, re.M)
+        out["torch_" + key] = match.group(1) if match else None
 print(json.dumps(out))
 """
 
@@ -39,6 +49,8 @@ class Interpreter:
     vllm_version: Optional[str]
     vllm_distribution: Optional[str]
     torch_version: Optional[str]
+    cuda_version: Optional[str] = None
+    hip_version: Optional[str] = None
 
 
 def inspect_interpreter(python: str, timeout_s: float = 60.0) -> Interpreter:
@@ -58,4 +70,4 @@ def inspect_interpreter(python: str, timeout_s: float = 60.0) -> Interpreter:
         raise EnvironmentProblem("the interpreter %s cannot import vllm; install vLLM there or pass"
                                  " the vLLM environment's python with --python" % python)
     return Interpreter(python, info["python"], info.get("vllm"), info.get("vllm_distribution"),
-                       info.get("torch"))
+                       info.get("torch"), info.get("torch_cuda"), info.get("torch_hip"))

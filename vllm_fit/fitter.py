@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from . import capacity
 from .envcheck import Interpreter, inspect_interpreter
 from .errors import BadInput, EnvironmentProblem
+from .fingerprint import fingerprint, fingerprint_inputs
 from .gpu import Devices
 from .modelinfo import ModelInfo, looks_local, read_model_info
 from .report import build_report, environment
@@ -24,7 +25,9 @@ from .search.base import LengthSpace
 from .search.length import STRATEGIES, Predict
 from .search.memory import Grid, KvModel, LeastMemoryForLength, LongestAtHighestUtilization, utilization_grid
 from .search.objectives import LongestAtFixedMemory, Objective
+from .store import FitStore
 from .study import Listener, StudyResult, TrialPlan, run_study
+from .trial import TrialRecord
 
 AUTOFIT_SINCE = (0, 14)
 """vLLM accepts max_model_len=-1 (fit the length to memory itself) from 0.14.0."""
@@ -74,6 +77,8 @@ class Prepared:
     devices: Devices
     use_autofit: bool
     notes: List[str]
+    utilization_cap: Optional[float] = None
+    """The highest utilization searched (None when the memory knob is fixed)."""
 
     @property
     def objective_name(self) -> str:
@@ -173,7 +178,12 @@ def prepare(request: SearchRequest) -> Prepared:
     version = capacity.version_tuple(interpreter.vllm_version)
     use_autofit = (request.strategy == "predict" and version is not None and version[:2] >= AUTOFIT_SINCE
                    and model.derived_max_len is not None and space.max_len == model.derived_max_len)
-    return Prepared(request, model, space, interpreter, devices, use_autofit, notes)
+    prepared = Prepared(request, model, space, interpreter, devices, use_autofit, notes)
+    searches_utilization = (request.search_knob == "utilization" if request.target_len is not None else
+                            request.gpu_memory_utilization is None and request.kv_cache_memory_bytes is None)
+    if searches_utilization:
+        prepared.utilization_cap = utilization_cap(prepared)
+    return prepared
 
 
 def _guess_block_size(prepared: Prepared) -> int:
@@ -228,10 +238,10 @@ def objective_for(prepared: Prepared) -> Objective:
     if request.target_len is not None:
         model = kv_model(prepared)
         grid = (_kv_grid(prepared, model) if request.search_knob == "kv-cache-memory"
-                else utilization_grid(utilization_cap(prepared)))
+                else utilization_grid(prepared.utilization_cap))
         return LeastMemoryForLength(grid, request.target_len, model)
-    if request.gpu_memory_utilization is None and request.kv_cache_memory_bytes is None:
-        return LongestAtHighestUtilization(utilization_grid(utilization_cap(prepared)), make_strategy,
+    if prepared.utilization_cap is not None:
+        return LongestAtHighestUtilization(utilization_grid(prepared.utilization_cap), make_strategy,
                                            kv_model(prepared))
     return LongestAtFixedMemory(make_strategy(), request.gpu_memory_utilization, request.kv_cache_memory_bytes)
 
@@ -259,10 +269,28 @@ def search_summary(prepared: Prepared) -> Dict[str, Any]:
     }
 
 
-def run_search(prepared: Prepared, listener: Listener = Listener(),
-               objective: Optional[Objective] = None) -> "SearchOutcome":
-    """Run the trials and build the report (`objective` overrides the one the options ask for)."""
+def run_search(prepared: Prepared, listener: Listener = Listener(), objective: Optional[Objective] = None,
+               store: Optional[FitStore] = None, force: bool = False) -> "SearchOutcome":
+    """Run the trials and build the report.
+
+    With a store: a search whose fingerprint is cached returns the cached fit with 0 launches
+    (unless `force`); otherwise every finished trial goes to the journal at once, and trials a
+    killed earlier run finished are taken from it instead of being launched again.
+    `objective` overrides the one the options ask for (the benchmark's baselines use it).
+    """
     request = prepared.request
+    inputs = fingerprint_inputs(prepared)
+    key = fingerprint(inputs)
+    if store is not None and not force:
+        cached = store.cached(key)
+        if cached is not None:
+            return SearchOutcome.from_cache(cached, key)
+    journal = store.journal(key) if store is not None else None
+    if journal is not None and force:
+        journal.remove()
+    earlier = journal.load() if journal is not None else []
+    if earlier:
+        listener.note("resuming: %d finished trial(s) taken from the journal %s" % (len(earlier), journal.path))
     objective = objective or objective_for(prepared)
     work_dir = request.work_dir or Path(tempfile.mkdtemp(prefix="vllm-fit-"))
     plan = TrialPlan(python=prepared.interpreter.python, model=request.model,
@@ -272,14 +300,21 @@ def run_search(prepared: Prepared, listener: Listener = Listener(),
                      devices=prepared.devices, retry=request.retry)
     started = time.monotonic()
     try:
-        result = run_study(plan, objective, listener)
+        result = run_study(plan, objective, listener, records=earlier,
+                           on_record=journal.append if journal is not None else lambda record: None)
     finally:
         if request.work_dir is None:
             shutil.rmtree(work_dir, ignore_errors=True)
     result.notes[:0] = prepared.notes
-    extra = {"preflight": prepared.devices.preflight.as_dict()}
+    extra = {"preflight": prepared.devices.preflight.as_dict(), "fingerprint": key}
     report = build_report(search_summary(prepared), result,
                           environment(prepared.interpreter, result.records, extra), time.monotonic() - started)
+    report["fingerprint_inputs"] = inputs
+    report["cache"] = {"hit": False, "resumed_trials": len(earlier)}
+    if store is not None and result.complete:
+        if result.fit is not None:
+            store.store(key, report)
+        journal.remove()
     return SearchOutcome(result, report)
 
 
@@ -289,6 +324,23 @@ class SearchOutcome:
 
     result: StudyResult
     report: Dict[str, Any]
+
+    @classmethod
+    def from_cache(cls, cached: Dict[str, Any], key: str) -> "SearchOutcome":
+        """A cached search, as if it had just run, but with 0 launches and saying so."""
+        records = [TrialRecord.from_json(trial) for trial in cached["trials"]]
+        fit_index = cached["fit"]["trial"]
+        fit = next(record for record in records if record.index == fit_index)
+        note = "cached fit from %s (fingerprint %s); --force searches again" % (cached["created"], key[:12])
+        result = StudyResult(records, fit, cached["stop_reason"], launches=0, notes=[note])
+        report = dict(cached, launches=0, wall_time_s=0.0,
+                      cache={"hit": True, "fingerprint": key, "created": cached["created"],
+                             "launches_then": cached["launches"]})
+        return cls(result, report)
+
+    @property
+    def cached(self) -> bool:
+        return bool(self.report.get("cache", {}).get("hit"))
 
     @property
     def environment_failed(self) -> bool:

@@ -6,7 +6,7 @@ import json
 import os
 import re
 import shutil
-from typing import Any, Dict, Iterable, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
 
 from .errors import BadInput
 from .units import parse_size
@@ -67,6 +67,17 @@ def utilization(name: str, text: Optional[str]) -> Optional[float]:
     return value
 
 
+def fraction(name: str, text: Optional[str]) -> float:
+    """A number in [0, 1)."""
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise BadInput("%s must be a fraction such as 0.05, got %r" % (name, text)) from None
+    if not 0 <= value < 1:
+        raise BadInput("%s must be in [0, 1), got %s; e.g. %s 0.05" % (name, text, name))
+    return value
+
+
 def size(name: str, text: Optional[str]) -> Optional[int]:
     """Bytes from a size such as 64MiB or 2GiB."""
     if text is None:
@@ -95,19 +106,28 @@ def parse_value(text: str) -> Any:
 
 def engine_args(pairs: Iterable[str]) -> Dict[str, Any]:
     """KEY=VALUE pairs to LLM keyword arguments (dashes in keys become underscores)."""
-    args: Dict[str, Any] = {}
+    items = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        key = key.strip()
-        if not sep or not _KEY.match(key):
+        if not sep:
             raise BadInput("--engine-arg takes KEY=VALUE, got %r; e.g. --engine-arg enforce_eager=true" % pair)
+        items.append((key.strip(), parse_value(value)))
+    return _checked_engine_args(items)
+
+
+def _checked_engine_args(items: Iterable[Tuple[str, Any]]) -> Dict[str, Any]:
+    """Keys that are names, not set twice, and not one of the knobs the search sets itself."""
+    args: Dict[str, Any] = {}
+    for key, value in items:
+        if not _KEY.match(key):
+            raise BadInput("--engine-arg takes KEY=VALUE, got key %r; e.g. --engine-arg enforce_eager=true" % key)
         key = key.replace("-", "_")
         if key in RESERVED_ENGINE_ARGS:
             raise BadInput("%s is set by the search; use %s instead of --engine-arg"
                            % (key, RESERVED_ENGINE_ARGS[key]))
         if key in args:
             raise BadInput("--engine-arg %s is given twice; keep one" % key)
-        args[key] = parse_value(value)
+        args[key] = value
     return args
 
 
@@ -127,3 +147,50 @@ def length_range(min_len: Optional[int], max_len: Optional[int]) -> None:
     if min_len is not None and max_len is not None and min_len > max_len:
         raise BadInput("--min-len %d is greater than --max-len %d; swap them or lower --min-len"
                        % (min_len, max_len))
+
+
+SEARCH_OPTIONS = ("model", "max_len", "min_len", "granularity", "gpu_memory_utilization", "kv_cache_memory",
+                  "max_utilization", "target_len", "search", "kv_granularity", "require_idle", "retries",
+                  "retry_wait", "tensor_parallel_size", "engine_args", "python", "trial_timeout", "strategy")
+"""The options of one search, as `vllm-fit search` flags (dash-case) and fleet-file keys (snake_case)."""
+
+
+def request_from_options(options: Mapping[str, Any], env: Mapping[str, str], default_python: str):
+    """A checked SearchRequest from option values (strings from the CLI, or typed YAML values).
+
+    `engine_args` is a list of KEY=VALUE strings (CLI) or a mapping (fleet file).
+    """
+    from .fitter import (DEFAULT_GRANULARITY, DEFAULT_KV_GRANULARITY, DEFAULT_MAX_UTILIZATION,
+                         DEFAULT_TRIAL_TIMEOUT_S, SearchRequest)
+    from .retry import RetryPolicy
+
+    def text(name: str) -> Optional[str]:
+        value = options.get(name)
+        return None if value is None else str(value)
+
+    max_len = positive_int("--max-len", text("max_len"), "8192")
+    min_len = positive_int("--min-len", text("min_len"), "1024")
+    length_range(min_len, max_len)
+    util, kv_bytes = memory_knob(text("gpu_memory_utilization"), text("kv_cache_memory"))
+    raw_engine_args = options.get("engine_args") or []
+    checked_engine_args = (_checked_engine_args((str(k), v) for k, v in raw_engine_args.items())
+                           if isinstance(raw_engine_args, Mapping) else engine_args(raw_engine_args))
+    retries = options.get("retries")
+    return SearchRequest(
+        model=str(options["model"]), python=interpreter(text("python"), default_python),
+        min_len=min_len, max_len=max_len,
+        granularity=positive_int("--granularity", text("granularity"), "256") or DEFAULT_GRANULARITY,
+        gpu_memory_utilization=util, kv_cache_memory_bytes=kv_bytes,
+        max_utilization=utilization("--max-utilization", text("max_utilization")) or DEFAULT_MAX_UTILIZATION,
+        target_len=positive_int("--target-len", text("target_len"), "4096"),
+        search_knob=text("search") or "utilization",
+        kv_granularity=size("--kv-granularity", text("kv_granularity")) or DEFAULT_KV_GRANULARITY,
+        require_idle=bool(options.get("require_idle")),
+        retry=RetryPolicy(attempts=(non_negative_int("--retries", text("retries"), "2") if retries is not None
+                                    else 2) + 1,
+                          wait_s=positive_float("--retry-wait", text("retry_wait"), "5") or 5.0),
+        tensor_parallel_size=positive_int("--tensor-parallel-size", text("tensor_parallel_size"), "2") or 1,
+        engine_args=checked_engine_args,
+        trial_timeout_s=positive_float("--trial-timeout", text("trial_timeout"), "900") or DEFAULT_TRIAL_TIMEOUT_S,
+        strategy=text("strategy") or "predict", env=dict(env),
+    )

@@ -115,8 +115,26 @@ def _verify(llm, max_model_len: int) -> dict:
     }
 
 
+def _watch_parent() -> None:
+    """If the tool dies (even by SIGKILL), take this trial's whole process group down with it."""
+    import signal
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        if os.getpgrp() == os.getpid():  # started in its own session: the group is this trial
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os._exit(137)
+
+    threading.Thread(target=watch, name="vllm-fit-parent-watch", daemon=True).start()
+
+
 def run(spec: dict) -> dict:
     """Run one trial from its spec and return the result (also written to spec['result_path'])."""
+    _watch_parent()
     result = {"status": "import_failed", "phase": "import", "llm_kwargs": spec["llm_kwargs"]}
     _mark("import")
     try:

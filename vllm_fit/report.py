@@ -17,14 +17,15 @@ def now_iso() -> str:
 
 
 def headroom_bytes(record: TrialRecord, total_bytes: Optional[int]) -> Optional[int]:
-    """Device memory left for others while the fit served: measured peak if sampled, else by the knob."""
-    peaks = record.device.get("peak_used_bytes") or []
-    if total_bytes and peaks:
-        return int(total_bytes - max(peaks))
+    """Device memory the fit leaves to others: total minus the larger of what vLLM may take
+    (utilization x total) and the peak sampled while the trial ran (None without a device total)."""
+    if not total_bytes:
+        return None
+    taken = [max(record.device.get("peak_used_bytes") or [0])]
     utilization = record.llm_kwargs.get("gpu_memory_utilization")
-    if total_bytes and utilization is not None:
-        return int(total_bytes * (1 - float(utilization)))
-    return None
+    if utilization is not None:
+        taken.append(total_bytes * float(utilization))
+    return int(total_bytes - max(taken)) if max(taken) > 0 else None
 
 
 def fit_summary(record: TrialRecord, total_bytes: Optional[int] = None) -> Dict[str, Any]:

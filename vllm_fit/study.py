@@ -57,6 +57,8 @@ class Listener:
 
     def trial_finished(self, record: TrialRecord) -> None: ...
 
+    def note(self, message: str) -> None: ...
+
 
 @dataclass
 class StudyResult:
@@ -68,6 +70,11 @@ class StudyResult:
     launches: int = 0
     """Trials launched by this run (records taken from a journal are not launches)."""
     notes: List[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """True when the search ran to its end (a fit, or proof that nothing in range works)."""
+        return self.fit is not None or self.stop_reason.startswith("no candidate")
 
 
 RunTrial = Callable[..., TrialRecord]

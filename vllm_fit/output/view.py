@@ -145,4 +145,4 @@ class TerminalView(Listener):
             "(trial %d, %d launch%s)" % (fit.index, result.launches, "" if result.launches == 1 else "es")))
         if yaml_text:
             self.out.print(("Wrote %s:" % out_path) if out_path else "Config:", highlight=False)
-            self.out.print(yaml_text.rstrip(), highlight=False, markup=False)
+            self.out.print(yaml_text.rstrip(), highlight=False, markup=False, soft_wrap=True)

@@ -5,7 +5,8 @@ fakegpu.plan_engine (vllm-strings.md 3a, 4c, 4d, 2b, 1d); this module renders it
 engine of 0.22+ prints it: 0.31+ log prefixes, the capacity line, the errors verbatim, and a torch
 OOM on the full-length request when the budget leaves too little headroom (3c).
 Modes (world file): normal, hang_start, hang_request, crash, flaky_start (the first
-`flaky_failures` starts fail with an NCCL error, then it works).
+`flaky_failures` starts fail with an NCCL error, then it works), hang_on_start (the start numbered
+`hang_on_start` hangs, the others work).
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ class LLM:
         deaf = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if spec.get("helper_ignores_sigterm") else ""
         self._helper = subprocess.Popen([sys.executable, "-c", "import signal, time; %stime.sleep(3600)" % deaf])
         _log("INFO", "Starting to load model %s..." % model)
-        if mode == "hang_start":
+        if mode == "hang_start" or (mode == "hang_on_start" and
+                                    fakegpu.bump_counter(spec, "starts") == spec.get("hang_on_start", 1)):
             time.sleep(3600)
         if mode == "crash":
             os._exit(139)

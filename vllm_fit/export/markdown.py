@@ -1,0 +1,72 @@
+"""Markdown: the batch summary table and the comparison of two sets of configs."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..units import format_size
+
+
+def memory_knob(fit: Mapping[str, Any]) -> str:
+    """`util 0.93` or `kv 2.5MiB` (or `-`)."""
+    if fit.get("kv_cache_memory_bytes") is not None:
+        return "kv %s" % format_size(int(fit["kv_cache_memory_bytes"]))
+    if fit.get("gpu_memory_utilization") is not None:
+        return "util %.2f" % float(fit["gpu_memory_utilization"])
+    return "-"
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None else str(value).replace("|", "\\|")
+
+
+def summary_table(index: Mapping[str, Any]) -> str:
+    """One row per fleet entry: fit, capacity, concurrency, launches, time, outcome."""
+    lines = ["# vllm-fit batch" + (" (shard %s)" % index["shard"] if index.get("shard") else ""), "",
+             "| model | max-model-len | memory | KV capacity (tokens) | concurrency | launches | time (s) | outcome |",
+             "|---|---|---|---|---|---|---|---|"]
+    for entry in index["entries"]:
+        fit = entry.get("fit") or {}
+        outcome = entry["status"] + (" (cached)" if entry.get("cached") else "")
+        if entry.get("message") and entry["status"] != "fit":
+            outcome += ": " + entry["message"]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            _cell(entry["name"]), _cell(fit.get("max_model_len")), memory_knob(fit) if fit else "-",
+            _cell(fit.get("kv_cache_tokens")), _cell(fit.get("max_concurrency")), _cell(entry.get("launches")),
+            _cell(entry.get("wall_time_s")), _cell(outcome)))
+    counts: Dict[str, int] = {}
+    for entry in index["entries"]:
+        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    lines += ["", ", ".join("%d %s" % (n, status) for status, n in sorted(counts.items()))]
+    return "\n".join(lines) + "\n"
+
+
+def _change(old: Optional[Any], new: Optional[Any], percent: bool = False) -> str:
+    if old == new:
+        return _cell(new)
+    text = "%s → %s" % (_cell(old), _cell(new))
+    if percent and isinstance(old, (int, float)) and isinstance(new, (int, float)) and old:
+        text += " (%+.1f%%)" % (100.0 * (new - old) / old)
+    return "**%s**" % text
+
+
+def comparison(old: Mapping[str, Dict[str, Any]], new: Mapping[str, Dict[str, Any]]) -> str:
+    """What changed between two sets of configs, per model, as a pull-request body."""
+    names = sorted(set(old) | set(new))
+    changed = [n for n in names if old.get(n) != new.get(n)]
+    lines = ["## vllm-fit: %d of %d config(s) changed" % (len(changed), len(names)), ""]
+    if changed:
+        lines += ["| model | max-model-len | KV capacity (tokens) | memory | vLLM |", "|---|---|---|---|---|"]
+    for name in changed:
+        a, b = old.get(name), new.get(name)
+        if a is None or b is None:
+            lines.append("| %s | %s | | | |" % (_cell(name), "added" if a is None else "removed"))
+            continue
+        lines.append("| %s | %s | %s | %s | %s |" % (
+            _cell(name), _change(a.get("max_model_len"), b.get("max_model_len"), percent=True),
+            _change(a.get("kv_cache_tokens"), b.get("kv_cache_tokens"), percent=True),
+            _change(memory_knob(a), memory_knob(b)), _change(a.get("vllm"), b.get("vllm"))))
+    unchanged = len(names) - len(changed)
+    if unchanged:
+        lines += ["", "%d unchanged: %s" % (unchanged, ", ".join(n for n in names if n not in changed))]
+    return "\n".join(lines) + "\n"
