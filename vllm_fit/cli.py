@@ -133,6 +133,9 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     finally:
         view.close()
     result = outcome.result
+    if outcome.cached:
+        for note in result.notes:
+            view.note(note)
     yaml_text = write_fit_files(result.fit, outcome.report, out, report)
     view.summary(result, yaml_text, out)
     if outcome.environment_failed:

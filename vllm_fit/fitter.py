@@ -154,8 +154,7 @@ def check_devices(request: SearchRequest, devices: Devices, notes: List[str]) ->
     """Warn (or, with --require-idle, refuse) when other processes hold device memory."""
     preflight = devices.preflight
     if not preflight.available:
-        notes.append(preflight.reason)
-        return
+        return  # the view shows the reason; the report keeps it in `preflight`
     others = preflight.held_by_others
     if others:
         held = ", ".join("%s (pid %d, %s MiB)" % (p.name, p.pid, (p.used_bytes or 0) >> 20) for p in others)

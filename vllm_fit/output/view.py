@@ -70,7 +70,7 @@ class TerminalView(Listener):
 
     def note(self, message: str) -> None:
         """A plain informational line (preflight, cache hits, warnings)."""
-        self.console.print(message, highlight=False)
+        self.console.print(message, highlight=False, soft_wrap=True)
 
     def preflight(self, preflight: Preflight) -> None:
         """The devices before the first trial: memory, and who else holds some."""
@@ -94,7 +94,8 @@ class TerminalView(Listener):
                 self._live = Live(self._line, console=self.console, refresh_per_second=4, transient=True)
                 self._live.start()
             else:
-                self.console.print("trial %d  %s  launching" % (index, self._line.candidate), highlight=False)
+                self.console.print("trial %d  %s  launching" % (index, self._line.candidate), highlight=False,
+                                   soft_wrap=True)
 
     def phase(self, index: int, phase: str) -> None:
         with self._lock:
@@ -104,7 +105,7 @@ class TerminalView(Listener):
             line.phase = phase
             if self._live is None:
                 self.console.print("trial %d  %s  %s  %.0fs" % (index, line.candidate, phase,
-                                   time.monotonic() - line.started), highlight=False)
+                                   time.monotonic() - line.started), highlight=False, soft_wrap=True)
 
     def trial_finished(self, record: TrialRecord) -> None:
         with self._lock:
@@ -115,7 +116,8 @@ class TerminalView(Listener):
         style = _STYLE.get(record.outcome, "red")
         self.console.print(Text.assemble(
             ("trial %d  " % record.index, "bold"), describe_candidate(record.llm_kwargs) + "  ",
-            (record.outcome.value, style), "  %s  %.1fs" % (describe_result(record), record.duration_s)))
+            (record.outcome.value, style), "  %s  %.1fs" % (describe_result(record), record.duration_s)),
+            soft_wrap=True)
 
     def close(self) -> None:
         """Stop the live line (on interrupts)."""
