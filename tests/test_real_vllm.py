@@ -58,6 +58,25 @@ def test_40_blocks_fit_4992_and_the_yaml_starts_vllm(vllm_python, tiny_model, re
     assert record.outcome is Outcome.OK, record.detail
     assert record.request["total_tokens"] == 4992
 
+    parsed = subprocess.run([vllm_python, "-c", SERVE_PARSER, str(out)], env=real_env, capture_output=True,
+                            text=True, timeout=300)
+    assert json.loads(parsed.stdout.strip().splitlines()[-1]) == {
+        "model": str(tiny_model), "max_model_len": 4992, "kv_cache_memory_bytes": 40 * BLOCK_BYTES,
+        "tensor_parallel_size": 1, "enforce_eager": True}, parsed.stderr
+
+
+SERVE_PARSER = """
+import json, sys
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.entrypoints.cli.serve import ServeSubcommand
+parser = FlexibleArgumentParser()
+ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+args = parser.parse_args(["serve", "--config", sys.argv[1]])
+keys = ("model", "max_model_len", "kv_cache_memory_bytes", "tensor_parallel_size", "enforce_eager")
+print(json.dumps({key: getattr(args, key) for key in keys}))
+"""
+"""How `vllm serve --config FILE` reads a config (vLLM 0.32's own parser), without starting a server."""
+
 
 def test_40_blocks_at_granularity_256_fit_4864(vllm_python, tiny_model, real_env, tmp_path):
     done, report, _ = search(vllm_python, tiny_model, real_env, tmp_path,

@@ -21,41 +21,33 @@ RESERVED_ENGINE_ARGS = {
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 
-def positive_int(name: str, text: Optional[str], example: str) -> Optional[int]:
-    """A whole number >= 1, or None when not given."""
+def _number(name: str, text: Optional[str], kind: type, example: str, ok, rule: str) -> Optional[Any]:
+    """Parse `text` as `kind`; BadInput naming the option, the rule and an example otherwise."""
     if text is None:
         return None
     try:
-        value = int(str(text).strip())
+        value = kind(str(text).strip())
     except ValueError:
-        raise BadInput("%s must be a whole number, got %r; e.g. %s %s" % (name, text, name, example)) from None
-    if value < 1:
-        raise BadInput("%s must be at least 1, got %d; e.g. %s %s" % (name, value, name, example))
+        noun = "a whole number" if kind is int else "a number"
+        raise BadInput("%s must be %s, got %r; e.g. %s %s" % (name, noun, text, name, example)) from None
+    if value != value or value in (float("inf"), float("-inf")) or not ok(value):
+        raise BadInput("%s must be %s, got %s; e.g. %s %s" % (name, rule, text, name, example))
     return value
+
+
+def positive_int(name: str, text: Optional[str], example: str) -> Optional[int]:
+    """A whole number >= 1, or None when not given."""
+    return _number(name, text, int, example, lambda v: v >= 1, "at least 1")
 
 
 def non_negative_int(name: str, text: Optional[str], example: str) -> int:
     """A whole number >= 0."""
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise BadInput("%s must be a whole number, got %r; e.g. %s %s" % (name, text, name, example)) from None
-    if value < 0:
-        raise BadInput("%s must be 0 or more, got %d; e.g. %s %s" % (name, value, name, example))
-    return value
+    return _number(name, text, int, example, lambda v: v >= 0, "0 or more")
 
 
 def positive_float(name: str, text: Optional[str], example: str) -> Optional[float]:
     """A number > 0, or None when not given."""
-    if text is None:
-        return None
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        raise BadInput("%s must be a number, got %r; e.g. %s %s" % (name, text, name, example)) from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise BadInput("%s must be greater than 0, got %r; e.g. %s %s" % (name, text, name, example))
-    return value
+    return _number(name, text, float, example, lambda v: v > 0, "greater than 0")
 
 
 def utilization(name: str, text: Optional[str]) -> Optional[float]:
@@ -69,13 +61,7 @@ def utilization(name: str, text: Optional[str]) -> Optional[float]:
 
 def fraction(name: str, text: Optional[str]) -> float:
     """A number in [0, 1)."""
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        raise BadInput("%s must be a fraction such as 0.05, got %r" % (name, text)) from None
-    if not 0 <= value < 1:
-        raise BadInput("%s must be in [0, 1), got %s; e.g. %s 0.05" % (name, text, name))
-    return value
+    return _number(name, text, float, "0.05", lambda v: 0 <= v < 1, "in [0, 1)")
 
 
 def size(name: str, text: Optional[str]) -> Optional[int]:
