@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any, Callable, Dict
 
 import pytest
+from hypothesis import settings
+
+# Property tests explore many worlds, the same ones on every run (CI must not flake on a new draw);
+# HYPOTHESIS_PROFILE=explore draws new worlds each run.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent

@@ -71,6 +71,7 @@ def test_batch_writes_configs_index_summary_junit_and_caches(fake_world, fake_mo
     assert all(e["launches"] == 0 and e["cached"] for e in index_of(tmp_path / "again").values())
     assert bodies(tmp_path / "again") == bodies(out)
     forced = vllm_fit(env, "batch", fleet, "--out-dir", tmp_path / "forced", "--force")
+    assert forced.returncode == 0, forced.stderr
     assert all(e["launches"] >= 1 and not e["cached"] for e in index_of(tmp_path / "forced").values())
 
 
@@ -158,3 +159,21 @@ def test_verify_passes_then_fails_when_the_device_shrinks(fake_world, fake_model
     assert failed.returncode == 1 and failed.stdout.startswith("FAILED ")
     assert "free_memory_short" in failed.stdout
     assert 'failures="1"' in (tmp_path / "v.xml").read_text()
+
+
+def test_the_same_search_twice_at_once_is_refused(fake_world, fake_model, tmp_path):
+    env = fake_world(mode="hang_start")
+    args = [sys.executable, "-m", "vllm_fit", "search", "--model", str(fake_model), "--gpu-memory-utilization",
+            "0.9", "--max-len", "4096"]
+    first = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        locks = Path(env["VLLM_FIT_CACHE_DIR"]) / "journals"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not list(locks.glob("*.lock")):
+            time.sleep(0.1)
+        time.sleep(1.0)
+        second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 3 and "another vllm-fit is running this same search" in second.stderr
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 130

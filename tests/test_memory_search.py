@@ -48,8 +48,9 @@ def test_default_objective_lowers_utilization_after_a_request_oom(fake_world, fa
 
 def test_memory_held_by_another_process_caps_utilization(fake_world, fake_model, tmp_path):
     env = fake_world(others=[{"pid": 4242, "name": "jupyter-kernel", "gib": 20.0}])
-    done, report, _ = search(env, fake_model, tmp_path)
+    done, report, out = search(env, fake_model, tmp_path)
     assert done.returncode == 0, done.stderr
+    assert "61440 MiB free before the search, held by jupyter-kernel (pid 4242, 20480 MiB)" in out.read_text()
     assert "jupyter-kernel (pid 4242, 20480 MiB)" in done.stderr
     assert all(util <= 0.75 for util, _, _ in knobs(report))
     assert report["fit"]["gpu_memory_utilization"] == 0.75

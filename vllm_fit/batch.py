@@ -35,7 +35,8 @@ FAILING = ("no_fit", "error", "regressed")
 def run_entry(entry: FleetEntry, out_dir: Path, env: Mapping[str, str], default_python: str,
               listener: Listener, store: Optional[FitStore], force: bool) -> Dict[str, Any]:
     """Search one entry and write its files; return its index entry (errors become status `error`)."""
-    config_path, report_path = out_dir / "configs" / (entry.name + ".yaml"), out_dir / "reports" / (entry.name + ".json")
+    config_path = out_dir / "configs" / (entry.name + ".yaml")
+    report_path = out_dir / "reports" / (entry.name + ".json")
     started = time.monotonic()
     base = {"name": entry.name, "model": entry.options.get("model"), "fit": None, "launches": 0, "trials": 0,
             "cached": False, "config": None, "report": None}

@@ -5,6 +5,7 @@ Everything that can be refused is refused in `prepare`, before the first launch.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -182,6 +183,9 @@ def prepare(request: SearchRequest) -> Prepared:
                             request.gpu_memory_utilization is None and request.kv_cache_memory_bytes is None)
     if searches_utilization:
         prepared.utilization_cap = utilization_cap(prepared)
+        if not devices.preflight.available:
+            notes.append("without NVML the utilization is capped by --max-utilization only; on vLLM's CPU"
+                         " backend it is a fraction of the node's RAM, really allocated: prefer --kv-cache-memory")
     return prepared
 
 
@@ -268,7 +272,7 @@ def search_summary(prepared: Prepared) -> Dict[str, Any]:
     }
 
 
-def run_search(prepared: Prepared, listener: Listener = Listener(), objective: Optional[Objective] = None,
+def run_search(prepared: Prepared, listener: Optional[Listener] = None, objective: Optional[Objective] = None,
                store: Optional[FitStore] = None, force: bool = False) -> "SearchOutcome":
     """Run the trials and build the report.
 
@@ -277,13 +281,21 @@ def run_search(prepared: Prepared, listener: Listener = Listener(), objective: O
     killed earlier run finished are taken from it instead of being launched again.
     `objective` overrides the one the options ask for (the benchmark's baselines use it).
     """
-    request = prepared.request
+    listener = listener or Listener()
     inputs = fingerprint_inputs(prepared)
     key = fingerprint(inputs)
     if store is not None and not force:
         cached = store.cached(key)
         if cached is not None:
             return SearchOutcome.from_cache(cached, key)
+    with store.lock(key) if store is not None else contextlib.nullcontext():
+        return _run_search(prepared, listener, objective, store, force, inputs, key)
+
+
+def _run_search(prepared: Prepared, listener: Listener, objective: Optional[Objective], store: Optional[FitStore],
+                force: bool, inputs: Dict[str, Any], key: str) -> "SearchOutcome":
+    """run_search once the cache missed (and, with a store, holding the fingerprint's lock)."""
+    request = prepared.request
     journal = store.journal(key) if store is not None else None
     if journal is not None and force:
         journal.remove()

@@ -116,10 +116,12 @@ def config_comments(report: Mapping[str, Any]) -> List[str]:
     ]
     if fit.get("headroom_bytes") is not None:
         lines.append("headroom-bytes: %d" % fit["headroom_bytes"])
-    devices = (env.get("preflight") or {}).get("devices") or []
-    if devices:
-        lines.append("device: %s, %d MiB, driver %s" % (devices[0]["name"], devices[0]["total_bytes"] >> 20,
-                                                        env["preflight"].get("driver")))
+    for device in (env.get("preflight") or {}).get("devices") or []:
+        held = ", ".join("%s (pid %d, %d MiB)" % (p["name"], p["pid"], (p["used_bytes"] or 0) >> 20)
+                         for p in device["processes"]) or "nothing else"
+        lines.append("device: %s, %d MiB, %d MiB free before the search, held by %s; driver %s" % (
+            device["name"], device["total_bytes"] >> 20, device["free_bytes"] >> 20, held,
+            env["preflight"].get("driver")))
     if env.get("fingerprint"):
         lines.append("fingerprint: %s" % env["fingerprint"])
     return lines

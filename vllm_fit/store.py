@@ -8,11 +8,14 @@ anything, even SIGKILL or a reboot, resumes without launching a proven trial aga
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
+from .errors import EnvironmentProblem
 from .export.atomic import write_text_atomic
 from .trial import TrialRecord
 
@@ -86,3 +89,19 @@ class FitStore:
 
     def journal(self, fingerprint: str) -> Journal:
         return Journal(self.root / "journals" / (fingerprint + ".jsonl"), fingerprint)
+
+    @contextlib.contextmanager
+    def lock(self, fingerprint: str) -> Iterator[None]:
+        """Hold the fingerprint while searching: two tools running the same search would share a journal."""
+        path = self.root / "journals" / (fingerprint + ".lock")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                raise EnvironmentProblem("another vllm-fit is running this same search (lock %s); wait for it"
+                                         " or pass --no-cache" % path) from None
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)

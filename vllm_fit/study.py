@@ -6,6 +6,7 @@ runner (side effects) and the listener (the terminal view), and decides when to 
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Mapping, Optional
@@ -80,7 +81,7 @@ class StudyResult:
 RunTrial = Callable[..., TrialRecord]
 
 
-def run_study(plan: TrialPlan, objective: Objective, listener: Listener = Listener(),
+def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener] = None,
               records: Optional[List[TrialRecord]] = None, run: RunTrial = run_trial,
               on_record: Callable[[TrialRecord], None] = lambda record: None) -> StudyResult:
     """Propose, launch and record until the objective is done or an outcome stops the search.
@@ -88,6 +89,7 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Listener = Listen
     `records` are trials already finished (from a journal): they are told to the objective first
     and never launched again. `on_record` sees each new record as soon as it exists.
     """
+    listener = listener or Listener()
     records = list(records or [])
     baseline = plan.devices.snapshot() if plan.devices else []
     launches = 0
@@ -108,7 +110,8 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Listener = Listen
         index = len(records) + 1
         kwargs = plan.llm_kwargs(candidate)
         listener.trial_started(index, kwargs)
-        record = run_with_retries(lambda: _launch(plan, run, index, kwargs, listener, baseline), plan.retry)
+        attempt = functools.partial(_launch, plan, run, index, kwargs, listener, baseline)
+        record = run_with_retries(attempt, plan.retry)
         launches += 1 + len(record.retries)
         records.append(record)
         on_record(record)
