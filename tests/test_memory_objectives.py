@@ -139,3 +139,16 @@ def test_without_oom_numbers_the_search_gallops_down_then_bisects():
     fit, records = run_objective(objective, spec)
     assert fit.llm_kwargs["gpu_memory_utilization"] == 0.88  # 0.88 x 80 + 9 <= 80
     assert len(records) <= 6
+
+
+def test_a_level_that_served_once_and_then_ran_out_of_memory_is_not_a_fit():
+    """OK at one length, OOM at another, same utilization: the level is too high; never a fit."""
+    from vllm_fit.outcome import Outcome
+    from vllm_fit.search.base import Observation
+
+    space = LengthSpace(1, 8192, 16)
+    objective = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), KvModel(None, None, None))
+    history = [Observation(8192, 8192, Outcome.OK, hint=8192, memory=0.95),
+               Observation(8192, 8192, Outcome.OOM, memory=0.95)]
+    assert objective.fit(history) is None
+    assert objective.propose(history).gpu_memory_utilization < 0.95

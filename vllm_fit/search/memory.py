@@ -287,9 +287,9 @@ class LongestAtHighestUtilization(Objective):
 
     def fit(self, history: Sequence[Observation]) -> Optional[int]:
         working = [self.grid.index(o.memory) for o in history if o.outcome is Outcome.OK and o.memory is not None]
-        if not working:
+        level = max((i for i in working if self._works(history, i)), default=None)
+        if level is None:
             return None
-        level = max(i for i in working if self._works(history, i))
         best = self.strategy.best(self._at(history, level))
         if best is None:
             return None
