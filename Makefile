@@ -41,9 +41,9 @@ model: setup $(MODEL)/tiny-model-complete.json
 $(MODEL)/tiny-model-complete.json: scripts/make_tiny_model.py
 	$(PY) scripts/make_tiny_model.py $(MODEL)
 
-## bench: the strategy benchmark on real vLLM (about half an hour on 2 cores)
+## bench: the benchmark of BENCHMARKS.md (real vLLM and the fake GPU; about 25 minutes on 2 cores)
 bench: setup model
-	$(PY) scripts/benchmark.py --markdown out/bench-length.md
+	$(PY) scripts/benchmark.py --markdown out/bench-all.md
 
 clean:
 	rm -rf out .pytest_cache .hypothesis
