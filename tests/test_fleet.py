@@ -71,3 +71,10 @@ def test_shards_partition_the_fleet_stably():
 def test_bad_shards_are_refused(text):
     with pytest.raises(BadInput):
         parse_shard(text)
+
+
+def test_the_example_fleets_are_valid():
+    root = __import__("pathlib").Path(__file__).parent.parent / "configs"
+    assert [e.name for e in load_fleet(root / "tiny-fleet.yaml")] == ["tiny-33-blocks", "tiny-40-blocks",
+                                                                     "tiny-57-blocks"]
+    assert len(load_fleet(root / "fleet.example.yaml")) == 4
