@@ -7,7 +7,6 @@ one line and steps aside: the runner's wait for the trial's process group is the
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -210,7 +209,3 @@ class PeakSampler:
             self.peak_used_bytes = [max(a, b) for a, b in zip(self.peak_used_bytes, used)] or used
             self._stop.wait(self.INTERVAL_S)
 
-
-def cuda_visible(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
-    """CUDA_VISIBLE_DEVICES as the trial will see it (for the report)."""
-    return (env if env is not None else os.environ).get("CUDA_VISIBLE_DEVICES")

@@ -7,6 +7,7 @@ from typing import Any, Dict, Optional, Union
 
 from ..report import config_comments, fit_engine_args
 from ..trial import TrialRecord
+from .atomic import write_text_atomic
 from .json_report import write_report
 from .yaml_config import render_config
 
@@ -23,8 +24,6 @@ def fit_config_text(fit: Optional[TrialRecord], report: Dict[str, Any]) -> Optio
 def write_fit_files(fit: Optional[TrialRecord], report: Dict[str, Any], out: Optional[PathLike],
                     report_path: Optional[PathLike]) -> Optional[str]:
     """Write the config (when there is a fit and a path) and the report (when a path); return the YAML."""
-    from .atomic import write_text_atomic
-
     text = fit_config_text(fit, report)
     if out and text is not None:
         write_text_atomic(out, text)

@@ -13,7 +13,3 @@ def write_report(path: Union[str, Path], report: Dict[str, Any]) -> Path:
     """Write the report atomically, pretty-printed."""
     return write_text_atomic(path, json.dumps(report, indent=2, default=str) + "\n")
 
-
-def read_report(path: Union[str, Path]) -> Dict[str, Any]:
-    """Read a report written by write_report."""
-    return json.loads(Path(path).read_text())
