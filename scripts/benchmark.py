@@ -32,10 +32,13 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from vllm_fit.fitter import SearchRequest, prepare, run_search  # noqa: E402
-from vllm_fit.retry import RetryPolicy  # noqa: E402
+import dataclasses  # noqa: E402
+
+from vllm_fit.fitter import run_search  # noqa: E402
+from vllm_fit.prepare import prepare  # noqa: E402
+from vllm_fit.prepare.request import Knob, SearchRequest, Strategy  # noqa: E402
 from vllm_fit.search.memory import Grid, KvModel, LeastMemoryForLength, WalkDown  # noqa: E402
-from vllm_fit.study import Listener  # noqa: E402
+from vllm_fit.trial.listener import Listener  # noqa: E402
 
 BLOCK_TOKENS, BYTES_PER_TOKEN = 128, 512
 BLOCK_BYTES = BLOCK_TOKENS * BYTES_PER_TOKEN
@@ -70,7 +73,8 @@ class Report:
 
 def _search(request: SearchRequest, autofit: bool = True, objective=None) -> Dict:
     prepared = prepare(request)
-    prepared.use_autofit = autofit and prepared.use_autofit
+    if not autofit:  # the baselines start from the upper bound, not from vLLM's own fit
+        prepared = dataclasses.replace(prepared, model=dataclasses.replace(prepared.model, derived_max_len=None))
     started = time.monotonic()
     outcome = run_search(prepared, Listener(), objective=objective(prepared) if objective else None)
     return {"result": outcome.result, "wall_s": time.monotonic() - started}
@@ -88,8 +92,8 @@ def suite_length(report: Report, budgets: List[int], granularity: int, env) -> N
                                         ("predict (no auto-fit)", "predict", False),
                                         ("bisect", "bisect", False), ("doubling", "doubling", False)]:
             request = SearchRequest(model=str(TINY), python=sys.executable, granularity=granularity,
-                                    kv_cache_memory_bytes=blocks * BLOCK_BYTES, engine_args={"enforce_eager": True},
-                                    strategy=strategy, env=env)
+                                    kv_cache_memory=blocks * BLOCK_BYTES, engine_args={"enforce_eager": True},
+                                    strategy=Strategy(strategy), env=env)
             run = _search(request, autofit)
             found = run["result"].fit.length if run["result"].fit else None
             row = ["%d blocks (%d KiB)" % (blocks, blocks * 64), str(truth), name, str(run["result"].launches),
@@ -108,12 +112,12 @@ def suite_kv_target(report: Report, targets: List[int], env) -> None:
         truth = (-(-target // BLOCK_TOKENS) + 1) * BLOCK_BYTES
         for name, blind in [("predict", False), ("blind (no model numbers)", True)]:
             request = SearchRequest(model=str(TINY), python=sys.executable, target_len=target,
-                                    search_knob="kv-cache-memory", kv_granularity=granule,
+                                    search=Knob.KV_CACHE_MEMORY, kv_granularity=granule,
                                     engine_args={"enforce_eager": True}, env=env)
 
             def blind_objective(prepared, target=target):
                 grid = Grid("kv_cache_memory_bytes", float(granule), 1, 1024)  # up to 64 MiB
-                return LeastMemoryForLength(grid, target, KvModel(None, None, prepared.interpreter.vllm_version))
+                return LeastMemoryForLength(grid, target, KvModel(None, None, prepared.regime))
 
             run = _search(request, objective=blind_objective if blind else None)
             fit = run["result"].fit
@@ -202,9 +206,8 @@ def inner_utilization(out: Path) -> None:
             want = truth["least" if target else "highest"]
             for name, walk in [("vllm-fit", False), ("walk-down from 0.98", True)]:
                 length = target or (want[1] if want else 8192)
-                retry = RetryPolicy(attempts=1) if walk else RetryPolicy(wait_s=0.5)
                 request = SearchRequest(model=str(model), python=sys.executable, target_len=target,
-                                        env=dict(os.environ), retry=retry)
+                                        env=dict(os.environ), retries=0 if walk else 2, retry_wait=0.5)
                 run = _search(request, objective=(lambda p, n=length: WalkDown(n)) if walk else None)
                 fit = run["result"].fit
                 got = (fit.llm_kwargs.get("gpu_memory_utilization"), fit.length) if fit else None

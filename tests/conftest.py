@@ -72,6 +72,16 @@ def fake_model(tmp_path) -> Path:
     return model
 
 
+def plan_for(python: str, work_dir: Path, timeout_s: float, env: Dict[str, str], version: str = "0.32.0",
+             block_size: int = 16, **extra: Any):
+    """A TrialPlan for tests that launch single trials by hand."""
+    from vllm_fit.trial.record import TrialContext
+    from vllm_fit.trial.run import TrialPlan
+
+    return TrialPlan(python=python, base_kwargs={}, timeout_s=timeout_s, env=env, work_dir=work_dir,
+                     context=TrialContext(version, block_size), **extra)
+
+
 # --- real vLLM (CPU backend) ------------------------------------------------------------------
 
 BLOCK_BYTES = 128 * 512

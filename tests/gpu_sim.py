@@ -7,9 +7,13 @@ from typing import Any, Dict, List, Optional
 
 import fakegpu
 
-from vllm_fit.runner import TrialRun
 from vllm_fit.search.base import Candidate, Observation
-from vllm_fit.trial import TrialRecord, record_from_run
+from vllm_fit.trial.record import TrialContext, TrialRecord, record_from_run
+from vllm_fit.trial.runner import ProcessRun
+
+
+def _context(spec: Dict[str, Any]) -> TrialContext:
+    return TrialContext(spec.get("version", "0.32.0"), spec.get("block_size", 16))
 
 
 def launch(spec: Dict[str, Any], candidate: Candidate, others_bytes: float = 0.0, index: int = 1) -> TrialRecord:
@@ -23,7 +27,7 @@ def launch(spec: Dict[str, Any], candidate: Candidate, others_bytes: float = 0.0
         kind, message = fakegpu.render_error(error)
         result = {"status": "start_failed", "phase": "start", "versions": versions,
                   "exception": {"type": "builtins." + kind, "message": message}}
-        return record_from_run(index, kwargs, TrialRun([], "", result, 1, False, 0.0, "start"), {})
+        return record_from_run(index, kwargs, ProcessRun([], "", result, 1, False, 0.0, "start"), _context(spec))
     text = "\n".join(fakegpu.log_line("INFO", line)
                      for line in fakegpu.start_log(plan, others_bytes, candidate.kv_cache_memory_bytes is not None))
     engine = {"num_gpu_blocks": plan["num_blocks"], "block_size": plan["block_size"],
@@ -35,7 +39,7 @@ def launch(spec: Dict[str, Any], candidate: Candidate, others_bytes: float = 0.0
         text += "\n##vllm-fit phase=request\n"
         result = {"status": "request_failed", "phase": "request", "versions": versions, "engine": engine,
                   "exception": {"type": "torch.OutOfMemoryError", "message": fakegpu.request_oom_message(plan)}}
-    return record_from_run(index, kwargs, TrialRun([], text, result, 1, False, 0.0, "request"), {})
+    return record_from_run(index, kwargs, ProcessRun([], text, result, 1, False, 0.0, "request"), _context(spec))
 
 
 def run_objective(objective, spec: Dict[str, Any], others_bytes: float = 0.0, limit: int = 60):

@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from vllm_fit import cli, runner
+from vllm_fit import cli
+from vllm_fit.trial import run as trial_run
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def model_dir(tmp_path):
 def no_launch(monkeypatch):
     def launch(*args, **kwargs):
         raise AssertionError("a trial was launched")
-    monkeypatch.setattr(runner, "run_probe", launch)
+    monkeypatch.setattr(trial_run, "run_probe", launch)
 
 
 def run_cli(args, capsys, want_out=False):

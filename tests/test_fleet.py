@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import yaml
 
 from vllm_fit.errors import BadInput
-from vllm_fit.fleet import in_shard, load_fleet, parse_fleet, parse_shard, shard
+from vllm_fit.fleet.fleet_file import in_shard, load_fleet, parse_fleet, parse_shard, shard
 
 
 def fleet(text):
-    return parse_fleet(yaml.safe_load(text), "fleet.yaml")
+    return parse_fleet(yaml.safe_load(text), "fleet.yaml", {}, sys.executable)
 
 
 def test_defaults_apply_and_entries_override():
@@ -54,7 +56,7 @@ def test_invalid_yaml_is_one_line(tmp_path):
     path = tmp_path / "fleet.yaml"
     path.write_text("models: [ {model: a\n")
     with pytest.raises(BadInput) as refused:
-        load_fleet(path)
+        load_fleet(path, {}, sys.executable)
     assert "not valid YAML" in str(refused.value) and "\n" not in str(refused.value)
 
 
@@ -75,6 +77,6 @@ def test_bad_shards_are_refused(text):
 
 def test_the_example_fleets_are_valid():
     root = __import__("pathlib").Path(__file__).parent.parent / "configs"
-    assert [e.name for e in load_fleet(root / "tiny-fleet.yaml")] == ["tiny-33-blocks", "tiny-40-blocks",
+    assert [e.name for e in load_fleet(root / "tiny-fleet.yaml", {}, sys.executable)] == ["tiny-33-blocks", "tiny-40-blocks",
                                                                      "tiny-57-blocks"]
-    assert len(load_fleet(root / "fleet.example.yaml")) == 4
+    assert len(load_fleet(root / "fleet.example.yaml", {}, sys.executable)) == 4

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_fit import capacity, logparse
-from vllm_fit.classify import classify
+from vllm_fit.logs import logparse
+from vllm_fit.logs.capacity import max_len_hint
+from vllm_fit.logs.classify import classify
+from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import Outcome
 
 from log_samples import SAMPLES
@@ -20,7 +22,8 @@ def test_sample_is_classified_with_its_facts(sample):
         assert got.get(key) == value, (key, got)
     assert verdict.evidence, "every outcome keeps the lines that decided it"
     if sample.hint is not None:
-        assert capacity.max_len_hint(verdict, None, sample.vllm) == sample.hint
+        regime = Regime.of(sample.vllm or verdict.facts.engine_version)
+        assert max_len_hint(verdict.outcome, verdict.facts, regime, 16) == sample.hint
 
 
 def test_crash_keeps_the_tail_and_guesses_no_estimate():
@@ -29,7 +32,7 @@ def test_crash_keeps_the_tail_and_guesses_no_estimate():
     assert verdict.outcome is Outcome.CRASH
     assert verdict.evidence[-1] == "Killed" and len(verdict.evidence) == 40
     assert verdict.facts.as_dict() == {}
-    assert capacity.max_len_hint(verdict, 4096, "0.32.0") is None
+    assert max_len_hint(verdict.outcome, verdict.facts, Regime.of("0.32.0"), 16) is None
 
 
 def test_free_memory_info_line_alone_is_not_a_failure():
@@ -78,6 +81,8 @@ def test_carriage_returns_split_lines():
 
 
 @pytest.mark.parametrize("version, blocks, expected", [
-    ("0.32.0", 40, 4992), ("0.28.2", 40, 5120), ("0.29.0", 33, 4096), (None, 40, 5120)])
-def test_max_len_for_blocks_knows_the_null_block(version, blocks, expected):
-    assert capacity.max_len_for_blocks(blocks, 128, version) == expected
+    ("0.32.0", 40, 4992), ("0.28.2", 40, 4993), ("0.29.0", 33, 4096), ("0.7.3", 400, 50689)])
+def test_servable_len_knows_the_null_block(version, blocks, expected):
+    """0.29+ counts the null block at start-up; 0.8-0.28 start at 40 x 128 but a full-length request
+    then needs a block more (one token less serves); V0 keeps 1% of the blocks back for a prompt."""
+    assert Regime.of(version).servable_len(blocks, 128) == expected

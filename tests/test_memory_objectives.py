@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import fakegpu
 from gpu_sim import run_objective
+from vllm_fit.logs.regime import Regime
 from vllm_fit.search.base import LengthSpace
 from vllm_fit.search.length import Predict
 from vllm_fit.search.memory import Grid, KvModel, LeastMemoryForLength, LongestAtHighestUtilization, utilization_grid
@@ -43,7 +44,7 @@ def cap_for(spec, others_gib):
 
 def model_for(spec):
     return KvModel(bytes_per_token=spec["kv_bytes_per_token"], total_bytes=spec["total_gib"] * GIB,
-                   vllm_version=spec["version"], guess_block_size=16)
+                   regime=Regime.of(spec["version"]), guess_block_size=16)
 
 
 def serves(spec, length, util=None, kv=None, others=0.0):
@@ -135,7 +136,7 @@ def test_without_oom_numbers_the_search_gallops_down_then_bisects():
             "bare_oom": True}
     space = LengthSpace(1, 8192, 16)
     objective = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space, use_autofit=True),
-                                            KvModel(None, None, "0.32.0"))
+                                            KvModel(None, None, Regime.of("0.32.0")))
     fit, records = run_objective(objective, spec)
     assert fit.llm_kwargs["gpu_memory_utilization"] == 0.88  # 0.88 x 80 + 9 <= 80
     assert len(records) <= 6
@@ -147,7 +148,7 @@ def test_a_level_that_served_once_and_then_ran_out_of_memory_is_not_a_fit():
     from vllm_fit.search.base import Observation
 
     space = LengthSpace(1, 8192, 16)
-    objective = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), KvModel(None, None, None))
+    objective = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), KvModel(None, None, Regime.of(None)))
     history = [Observation(8192, 8192, Outcome.OK, hint=8192, memory=0.95),
                Observation(8192, 8192, Outcome.OOM, memory=0.95)]
     assert objective.fit(history) is None

@@ -16,8 +16,15 @@ import yaml
 from conftest import BLOCK_BYTES
 from vllm_fit.export.yaml_config import read_config
 from vllm_fit.outcome import Outcome
-from vllm_fit.runner import trial_environment
-from vllm_fit.trial import run_trial
+from vllm_fit.trial.run import run_trial
+from vllm_fit.trial.runner import trial_environment
+
+from conftest import plan_for
+
+
+def run_one(index, python, kwargs, work, env):
+    """One real trial, as the search launches it (trial files under work/trial-NNN)."""
+    return run_trial(plan_for(python, work, 300, env, block_size=128), index, dict(kwargs))
 
 pytestmark = pytest.mark.vllm
 
@@ -52,8 +59,7 @@ def test_40_blocks_fit_4992_and_the_yaml_starts_vllm(vllm_python, tiny_model, re
     assert "max-model-len: 4992" in done.stdout
 
     kwargs = read_config(out)
-    record = run_trial(1, vllm_python, kwargs, tmp_path / "from-yaml", timeout_s=300,
-                       env=trial_environment(real_env))
+    record = run_one(1, vllm_python, kwargs, tmp_path / "from-yaml", trial_environment(real_env))
     assert record.outcome is Outcome.OK, record.detail
     assert record.request["total_tokens"] == 4992
 
@@ -106,8 +112,8 @@ def test_multiprocess_trial_is_classified_from_the_captured_output(vllm_python, 
     env = dict(real_env, VLLM_ENABLE_V1_MULTIPROCESSING="1")
     kwargs = {"model": str(tiny_model), "max_model_len": 5000, "kv_cache_memory_bytes": 40 * BLOCK_BYTES,
               "tensor_parallel_size": 1, "enforce_eager": True}
-    record = run_trial(1, vllm_python, kwargs, tmp_path / "mp", timeout_s=300, env=trial_environment(env))
-    result = json.loads((tmp_path / "mp" / "result.json").read_text())
+    record = run_one(1, vllm_python, kwargs, tmp_path / "mp", trial_environment(env))
+    result = json.loads((tmp_path / "mp" / "trial-001" / "result.json").read_text())
     assert "Engine core initialization failed" in result["exception"]["message"]
     assert "To serve" not in result["exception"]["message"]  # the root cause is only in the output
     assert record.outcome is Outcome.KV_TOO_SMALL
@@ -119,7 +125,7 @@ def test_multiprocess_trial_is_classified_from_the_captured_output(vllm_python, 
 def test_over_the_models_maximum(vllm_python, tiny_model, real_env, tmp_path):
     kwargs = {"model": str(tiny_model), "max_model_len": 65536, "kv_cache_memory_bytes": 40 * BLOCK_BYTES,
               "tensor_parallel_size": 1, "enforce_eager": True}
-    record = run_trial(1, vllm_python, kwargs, tmp_path / "long", timeout_s=300, env=trial_environment(real_env))
+    record = run_one(1, vllm_python, kwargs, tmp_path / "long", trial_environment(real_env))
     assert record.outcome is Outcome.TOO_LONG_FOR_MODEL
     assert record.facts.derived_max_len == 32768
 
@@ -147,8 +153,8 @@ def test_target_len_finds_the_least_kv_size_that_serves_it(vllm_python, tiny_mod
     assert yaml.safe_load(out.read_text())["kv-cache-memory-bytes"] == 33 * BLOCK_BYTES
 
     env = trial_environment(real_env)
-    served = run_trial(1, vllm_python, read_config(out), tmp_path / "from-yaml", timeout_s=300, env=env)
+    served = run_one(1, vllm_python, read_config(out), tmp_path / "from-yaml", env)
     assert served.outcome is Outcome.OK and served.request["total_tokens"] == 4096
     one_block_less = dict(read_config(out), kv_cache_memory_bytes=32 * BLOCK_BYTES)
-    refused = run_trial(2, vllm_python, one_block_less, tmp_path / "less", timeout_s=300, env=env)
+    refused = run_one(2, vllm_python, one_block_less, tmp_path / "less", env)
     assert refused.outcome is Outcome.KV_TOO_SMALL and refused.facts.estimated_max_len == 3968

@@ -16,9 +16,11 @@ import time
 import psutil
 import pytest
 
-from vllm_fit import runner
+from conftest import plan_for
+
 from vllm_fit.outcome import Outcome
-from vllm_fit.trial import run_trial
+from vllm_fit.trial import runner
+from vllm_fit.trial.run import run_trial
 
 KWARGS = {"model": "m", "max_model_len": 4096, "tensor_parallel_size": 1}
 
@@ -36,7 +38,7 @@ def _descendants_gone(pids, timeout=10.0):
 def test_hung_start_is_killed_at_the_timeout(fake_world, tmp_path):
     env = runner.trial_environment(fake_world(mode="hang_start"))
     started = time.monotonic()
-    record = run_trial(1, sys.executable, KWARGS, tmp_path / "t", timeout_s=4, env=env)
+    record = run_trial(plan_for(sys.executable, tmp_path, 4, env), 1, dict(KWARGS))
     assert record.outcome is Outcome.TIMEOUT
     assert 4 <= time.monotonic() - started < 20
     assert not [line for line in record.evidence if "still alive" in line]
@@ -44,13 +46,13 @@ def test_hung_start_is_killed_at_the_timeout(fake_world, tmp_path):
 
 def test_hung_request_is_a_failed_request(fake_world, tmp_path):
     env = runner.trial_environment(fake_world(mode="hang_request"))
-    record = run_trial(1, sys.executable, KWARGS, tmp_path / "t", timeout_s=6, env=env)
+    record = run_trial(plan_for(sys.executable, tmp_path, 6, env), 1, dict(KWARGS))
     assert record.outcome is Outcome.REQUEST_FAILED and "hung" in record.detail
 
 
 def test_crash_keeps_the_log_tail(fake_world, tmp_path):
     env = runner.trial_environment(fake_world(mode="crash"))
-    record = run_trial(1, sys.executable, KWARGS, tmp_path / "t", timeout_s=30, env=env)
+    record = run_trial(plan_for(sys.executable, tmp_path, 30, env), 1, dict(KWARGS))
     assert record.outcome is Outcome.CRASH and record.exit_code == 139
     assert any("Starting to load model" in line for line in record.evidence)
 
@@ -69,10 +71,15 @@ def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake
     tool = subprocess.Popen(
         [sys.executable, "-m", "vllm_fit", "search", "--model", str(fake_model), "--max-len", "8192",
          "--work-dir", str(work)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    log = work / "trial-001" / "output.log"
+    def trial_log():
+        found = sorted(work.glob("run-*/trial-001/output.log"))
+        return found[0] if found else work / "run-?" / "trial-001" / "output.log"
+
+    log = trial_log()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and "Starting to load model" not in (log.read_text() if log.exists() else ""):
         time.sleep(0.2)
+        log = trial_log()
     assert log.exists(), tool.communicate(timeout=30)
     trial_pids = [p.pid for p in psutil.Process(tool.pid).children(recursive=True)]
     assert len(trial_pids) >= 2  # the probe and its engine-like grandchild
@@ -87,6 +94,6 @@ def test_a_descendant_deaf_to_sigterm_is_killed_too(fake_world, tmp_path, monkey
     """A descendant that ignores SIGTERM is still killed (SIGKILL) and nothing is left."""
     env = runner.trial_environment(fake_world(mode="hang_start", helper_ignores_sigterm=True))
     monkeypatch.setattr(runner, "TERM_GRACE_S", 0.5)
-    run = runner.run_probe(sys.executable, {"llm_kwargs": KWARGS}, tmp_path / "t", timeout_s=3, env=env)
+    run = runner.run_probe(sys.executable, KWARGS, tmp_path / "t", timeout_s=3, env=env)
     assert run.timed_out and run.survivors == []
     assert os.path.exists(tmp_path / "t" / "output.log")

@@ -1,13 +1,14 @@
 """vllm-fit: find the vLLM configuration that really serves on this device, by launching it.
 
-The public API: build a SearchRequest, `prepare` it (all input checks, no launch), `run_search` it.
-The parent process never imports vllm or torch; trials run `probe.py` in the vLLM interpreter.
+The public API: build a SearchRequest (`prepare.request_from_options`), `prepare` it (every input
+check, no launch), `run_search` it. The parent process never imports vllm or torch; trials run
+`probe.py` in the vLLM interpreter.
 """
 
-from .__about__ import __version__
-from .errors import BadInput, EnvironmentProblem, FitError, Interrupted
-from .fitter import SearchOutcome, SearchRequest, prepare, run_search
-from .outcome import CapacityFacts, Classification, Outcome
+__version__ = "0.2.0"
 
-__all__ = ["__version__", "BadInput", "EnvironmentProblem", "FitError", "Interrupted", "SearchOutcome",
-           "SearchRequest", "prepare", "run_search", "CapacityFacts", "Classification", "Outcome"]
+from .errors import BadInput, EnvironmentProblem, ExitCode, FitError, Interrupted  # noqa: E402
+from .outcome import CapacityFacts, Classification, Outcome  # noqa: E402
+
+__all__ = ["__version__", "BadInput", "EnvironmentProblem", "ExitCode", "FitError", "Interrupted",
+           "CapacityFacts", "Classification", "Outcome"]

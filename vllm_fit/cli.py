@@ -1,7 +1,9 @@
 """The command line: parse, refuse bad input in one line (exit 2), run, write, exit with a clear code.
 
-Exit codes: 0 a verified fit; 1 nothing in the range works (the report says why); 2 bad input;
-3 environment problem; 130 interrupted.
+Exit codes (errors.ExitCode): 0 a proven fit; 1 nothing in the range works (the report says why),
+a regression, or an internal error; 2 bad input; 3 environment problem; 4 a verified fit that the
+search could not prove the best; 130 interrupted. Never a traceback: an internal error is one line
+and the path of a debug log.
 """
 
 from __future__ import annotations
@@ -9,34 +11,37 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
+import traceback
+from dataclasses import replace
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
 
 import click
 
-from . import inputs
-from .errors import FitError, Interrupted
-from .batch import DEFAULT_TOLERANCE as BATCH_TOLERANCE
-from .batch import FAILING, load_index, merge, run_batch
-from .compare import compare
-from .envcheck import inspect_interpreter
-from .export.atomic import write_text_atomic
-from .export.fit_files import write_fit_files
-from .export.json_report import write_report
+from .errors import ExitCode, FitError, one_line
+from .export.json_report import report_text
 from .export.junit import junit_xml
 from .export.markdown import summary_table
-from .export.yaml_config import read_config
-from .fleet import load_fleet, parse_shard
-from .fleet import shard as select_shard
-from .report import now_iso
-from .verify import DEFAULT_TOLERANCE as VERIFY_TOLERANCE
-from .verify import verify_all
-from .fitter import DEFAULT_GRANULARITY, DEFAULT_MAX_UTILIZATION, DEFAULT_TRIAL_TIMEOUT_S, KNOBS, prepare, run_search
-from .store import FitStore, default_cache_dir
+from .export.yaml_config import config_text, read_config
+from .files.atomic import write_text_atomic
+from .files.paths import check_output
+from .fitter import run_search
+from .fleet import batch as batch_module
+from .fleet.compare import compare
+from .fleet.fleet_file import load_fleet, parse_shard
+from .fleet.fleet_file import shard as select_shard
+from .fleet.index import failing, load_index, merge
+from .fleet.verify import DEFAULT_TOLERANCE as VERIFY_TOLERANCE
+from .fleet.verify import VerifyStatus, verify_all
 from .output.view import TerminalView
-from .search.length import STRATEGIES
+from .prepare import inputs, prepare, request_from_options
+from .prepare.envcheck import inspect_interpreter
+from .prepare.request import DEFAULT_TRIAL_TIMEOUT_S, OPTIONS
+from .report import now_iso
+from .store import FitStore, check_cache_dir, default_cache_dir
 
-EXIT_OK, EXIT_NO_FIT = 0, 1
+YAML_SUFFIXES = (".yaml", ".yml")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -45,52 +50,20 @@ def cli() -> None:
     """Find the longest max_model_len (and the memory knob) that really serves on this GPU."""
 
 
-def _search_options(function):
-    """The options of one search, shared by `search` (and mirrored by fleet-file keys)."""
-    options = [
-        click.option("--model", required=True, help="Model directory or hub id, as vLLM takes it."),
-        click.option("--max-len", metavar="N", help="Upper bound for max_model_len. Default: the model's "
-                     "maximum from its config.json (local directory or hub cache)."),
-        click.option("--min-len", metavar="N", help="Lower bound for max_model_len. Default: 1 (so the "
-                     "smallest candidate is the granularity)."),
-        click.option("--granularity", metavar="N", default=str(DEFAULT_GRANULARITY), show_default=True,
-                     help="The fit is a multiple of N (16: vLLM's smallest default block size)."),
-        click.option("--gpu-memory-utilization", metavar="U", help="Fix the fraction (0, 1] of total "
-                     "device memory vLLM may take."),
-        click.option("--kv-cache-memory", metavar="SIZE", help="Fix the KV cache size instead "
-                     "(kv_cache_memory_bytes, vLLM 0.10.2+): 2621440, 64MiB, 2GiB ..."),
-        click.option("--max-utilization", metavar="U", default=str(DEFAULT_MAX_UTILIZATION), show_default=True,
-                     help="With no memory knob fixed: the highest utilization tried (capped by free memory)."),
-        click.option("--target-len", metavar="N", help="Instead of the longest length: the least memory that "
-                     "serves N tokens (for packing several models on one GPU)."),
-        click.option("--search", "search", type=click.Choice(KNOBS), default="utilization", show_default=True,
-                     help="With --target-len: search gpu_memory_utilization (0.01 steps) or "
-                     "kv_cache_memory_bytes."),
-        click.option("--kv-granularity", metavar="SIZE", default="1MiB", show_default=True,
-                     help="With --search kv-cache-memory: the KV size found is a multiple of SIZE."),
-        click.option("--require-idle", is_flag=True, help="Refuse to start (exit 3) when other processes "
-                     "hold memory on the device."),
-        click.option("--retries", metavar="N", default="2", show_default=True,
-                     help="Relaunches of a transiently failed trial (free memory short, NCCL hiccup)."),
-        click.option("--retry-wait", metavar="SECONDS", default="5", show_default=True,
-                     help="Backoff before the first relaunch; it doubles after each."),
-        click.option("--tensor-parallel-size", metavar="N", default="1", show_default=True,
-                     help="Passed to vLLM; must divide the model's attention heads."),
-        click.option("--engine-arg", "engine_args", metavar="KEY=VALUE", multiple=True,
-                     help="Extra LLM(...) argument, repeatable; VALUE is parsed as JSON when it parses."),
-        click.option("--python", "python", metavar="PATH", help="Interpreter of the vLLM environment. "
-                     "Default: the one running vllm-fit."),
-        click.option("--trial-timeout", metavar="SECONDS", default=str(int(DEFAULT_TRIAL_TIMEOUT_S)),
-                     show_default=True, help="Kill a trial that has not finished after this long."),
-        click.option("--strategy", type=click.Choice(sorted(STRATEGIES)), default="predict", show_default=True,
-                     help="predict: jump to what vLLM prints; bisect and doubling: baselines."),
-    ]
-    for option in reversed(options):
-        function = option(function)
+def _search_options(function: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of one search, generated from the option table (prepare/request.py)."""
+    for spec in reversed(list(OPTIONS.values())):
+        help_text = spec.help + ("" if spec.default_text is None else " [default: %s]" % spec.default_text)
+        if spec.is_flag:
+            decorator = click.option(spec.flag, spec.key, is_flag=True, default=None, help=help_text)
+        else:
+            decorator = click.option(spec.flag, spec.key, metavar=spec.metavar, multiple=spec.multiple,
+                                     required=spec.key == "model", help=help_text)
+        function = decorator(function)
     return function
 
 
-def _store_options(function):
+def _store_options(function: Callable[..., Any]) -> Callable[..., Any]:
     """Cache and journal options, shared by `search` and `batch`."""
     function = click.option("--force", is_flag=True, help="Search again even when a fit for the same "
                             "fingerprint is cached.")(function)
@@ -101,10 +74,19 @@ def _store_options(function):
 
 
 def store_for(cache_dir: Optional[str], no_cache: bool) -> Optional[FitStore]:
-    """The fit store the options ask for (None with --no-cache)."""
+    """The fit store the options ask for (None with --no-cache), checked usable before any launch."""
     if no_cache:
         return None
-    return FitStore(Path(cache_dir) if cache_dir else default_cache_dir(os.environ))
+    return FitStore(check_cache_dir(Path(cache_dir) if cache_dir else default_cache_dir(os.environ)))
+
+
+def work_dir_for(text: Optional[str]) -> Optional[Path]:
+    """--work-dir: a folder that can be created and written (checked before any launch)."""
+    return check_output(text, kind="folder", what="--work-dir") if text else None
+
+
+def _exit(code: ExitCode) -> int:
+    return int(code)
 
 
 @cli.command()
@@ -114,34 +96,45 @@ def store_for(cache_dir: Optional[str], no_cache: bool) -> Optional[FitStore]:
 @click.option("--report", metavar="FILE.json", help="Write the JSON report (fit, trials, evidence).")
 @click.option("--work-dir", metavar="DIR", help="Keep each trial's spec, result and log here.")
 def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], cache_dir: Optional[str],
-           no_cache: bool, force: bool, **options) -> int:
+           no_cache: bool, force: bool, **options: Any) -> int:
     """Launch vLLM for real to find the longest max_model_len (and the memory knob) that serves.
 
     With no memory knob fixed, the highest utilization up to --max-utilization is searched too;
     with --target-len, the least memory that serves that length. A fit found before for the same
     fingerprint is reused without a launch; a search killed half-way resumes from its journal.
     """
-    request = inputs.request_from_options(options, os.environ, sys.executable)
-    request.work_dir = Path(work_dir) if work_dir else None
+    if out:
+        check_output(out, what="--out", suffixes=YAML_SUFFIXES)
+    if report:
+        check_output(report, what="--report")
+    request = request_from_options(options, os.environ, sys.executable)
+    request = replace(request, work_dir=work_dir_for(work_dir))
+    store = store_for(cache_dir, no_cache)
     prepared = prepare(request)
     view = TerminalView()
     view.preflight(prepared.devices.preflight)
     for note in prepared.notes:
         view.note(note)
     try:
-        outcome = run_search(prepared, view, store=store_for(cache_dir, no_cache), force=force)
+        outcome = run_search(prepared, view, store=store, force=force)
     finally:
         view.close()
     result = outcome.result
     if outcome.cached:
         for note in result.notes:
             view.note(note)
-    yaml_text = write_fit_files(result.fit, outcome.report, out, report)
+    yaml_text = config_text(outcome.report)
+    if out and yaml_text is not None:
+        write_text_atomic(out, yaml_text)
+    if report:
+        write_text_atomic(report, report_text(outcome.report))
     view.summary(result, yaml_text, out)
     if outcome.environment_failed:
-        view.note("environment problem: %s" % result.stop_reason)
-        return 3
-    return EXIT_OK if result.fit is not None else EXIT_NO_FIT
+        view.note("environment problem: %s" % result.stop_detail)
+        return _exit(ExitCode.ENVIRONMENT)
+    if result.fit is None:
+        return _exit(ExitCode.NO_FIT)
+    return _exit(ExitCode.OK if result.proven else ExitCode.UNPROVEN)
 
 
 @cli.command()
@@ -151,30 +144,35 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
 @click.option("--shard", metavar="I/N", help="Run only the I-th of N stable subsets of the entries (CI matrices).")
 @click.option("--baseline", metavar="DIR|index.json", help="An earlier batch output: entries that got worse "
               "are regressions.")
-@click.option("--tolerance", metavar="FRACTION", default=str(BATCH_TOLERANCE), show_default=True,
+@click.option("--tolerance", metavar="FRACTION", default=str(batch_module.DEFAULT_TOLERANCE), show_default=True,
               help="With --baseline: the KV capacity drop that counts as a regression.")
 @_store_options
 def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optional[str], tolerance: str,
           cache_dir: Optional[str], no_cache: bool, force: bool) -> int:
     """Search every model of a fleet file; write one config per entry, an index, a summary, JUnit.
 
-    Exit code 1 when any entry has no fit, could not run, or regressed against --baseline.
+    Every entry is checked before the first launch. Exit code 1 when any entry has no proven fit,
+    could not run, or regressed against --baseline.
     """
-    entries = load_fleet(fleet_file)
+    entries = load_fleet(fleet_file, os.environ, sys.executable)
     shard_label = None
     if shard:
         index, count = parse_shard(shard)
         entries, shard_label = select_shard(entries, index, count), "%d/%d" % (index, count)
     tolerance_value = inputs.fraction("--tolerance", tolerance)
     before = load_index(Path(baseline)) if baseline else None
+    folder = check_output(out_dir, kind="folder", what="--out-dir")
+    for sub in ("configs", "reports"):
+        check_output(folder / sub, kind="folder", what="--out-dir")
+    settings = batch_module.BatchSettings(folder, fleet_file, shard_label, store_for(cache_dir, no_cache), force,
+                                          before, tolerance_value)
     view = TerminalView()
     try:
-        index = run_batch(entries, Path(out_dir), os.environ, sys.executable, view, store_for(cache_dir, no_cache),
-                          force, fleet_file, shard_label, before, tolerance_value)
+        index_data = batch_module.run_batch(entries, settings, view)
     finally:
         view.close()
-    view.out.print(summary_table(index).rstrip(), markup=False, highlight=False, soft_wrap=True)
-    return EXIT_NO_FIT if any(e["status"] in FAILING for e in index["entries"]) else EXIT_OK
+    view.out.print(summary_table(index_data).rstrip(), markup=False, highlight=False, soft_wrap=True)
+    return _exit(ExitCode.NO_FIT if failing(index_data) else ExitCode.OK)
 
 
 @cli.command(name="merge")
@@ -182,9 +180,10 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
 @click.option("--out-dir", metavar="DIR", required=True, help="Where the merged index, summary, JUnit go.")
 def merge_command(shard_outputs: List[str], out_dir: str) -> int:
     """Combine the outputs of `batch --shard` runs into one index, summary and JUnit report."""
-    index = merge([Path(p) for p in shard_outputs], Path(out_dir))
+    folder = check_output(out_dir, kind="folder", what="--out-dir")
+    index = merge([Path(p) for p in shard_outputs], folder)
     click.echo(summary_table(index).rstrip())
-    return EXIT_NO_FIT if any(e["status"] in FAILING for e in index["entries"]) else EXIT_OK
+    return _exit(ExitCode.NO_FIT if failing(index) else ExitCode.OK)
 
 
 @cli.command()
@@ -201,24 +200,29 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
     paths = [Path(c) for c in configs]
     for path in paths:
         read_config(path)  # refuse a broken file before launching anything
-    interpreter = inspect_interpreter(inputs.interpreter(python, sys.executable))
+    if report:
+        check_output(report, what="--report")
+    if junit:
+        check_output(junit, what="--junit")
+    timeout_s = inputs.seconds("--trial-timeout", trial_timeout)
+    tolerance_value = inputs.fraction("--tolerance", tolerance)
+    interpreter = inspect_interpreter(inputs.interpreter("--python", python) if python else sys.executable)
     view = TerminalView()
     try:
-        verdicts = verify_all(paths, interpreter.python, os.environ,
-                              inputs.positive_float("--trial-timeout", trial_timeout, "900") or 1.0,
-                              inputs.fraction("--tolerance", tolerance), view)
+        verdicts = verify_all(paths, interpreter, os.environ, timeout_s, tolerance_value, view)
     finally:
         view.close()
     for verdict in verdicts:
         view.out.print("%s  %s: %s" % (verdict["status"].upper(), verdict["config"], verdict["message"]),
                        markup=False, highlight=False, soft_wrap=True)
     if report:
-        write_report(report, {"created": now_iso(), "verdicts": verdicts})
+        write_text_atomic(report, report_text({"created": now_iso(), "verdicts": verdicts}))
     if junit:
         write_text_atomic(junit, junit_xml("vllm-fit verify", [
-            {"name": v["config"], "status": v["status"], "message": v["message"], "time": v["duration_s"],
-             "details": v["message"]} for v in verdicts]))
-    return EXIT_OK if all(v["status"] == "ok" for v in verdicts) else EXIT_NO_FIT
+            {"name": v["config"], "status": v["status"], "verdict": VerifyStatus(v["status"]).verdict,
+             "message": v["message"], "time": v["duration_s"], "details": v["message"]} for v in verdicts]))
+    ok = all(VerifyStatus(v["status"]) is VerifyStatus.OK for v in verdicts)
+    return _exit(ExitCode.OK if ok else ExitCode.NO_FIT)
 
 
 @cli.command(name="compare")
@@ -226,17 +230,32 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
 @click.argument("new", metavar="NEW")
 @click.option("--out", metavar="FILE.md", help="Also write the Markdown to this file.")
 def compare_command(old: str, new: str, out: Optional[str]) -> int:
-    """What changed between two sets of configs (folders of YAML, or batch index.json), as Markdown."""
-    text = compare(Path(old), Path(new))
+    """What changed between two sets of configs (folders of YAML, or batch index.json), as Markdown.
+
+    Exit code 1 when a config got worse (gone, shorter, or less KV capacity).
+    """
+    if out:
+        check_output(out, what="--out")
+    text, worse = compare(Path(old), Path(new))
     if out:
         write_text_atomic(out, text)
     click.echo(text.rstrip())
-    return EXIT_OK
+    return _exit(ExitCode.NO_FIT if worse else ExitCode.OK)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
     """SIGTERM behaves like Ctrl-C: unwind, so every trial's process group is killed on the way."""
     raise KeyboardInterrupt
+
+
+def _internal_error(exc: BaseException) -> int:
+    """An unexpected error: one line, the traceback kept in a private debug log, exit 1."""
+    fd, path = tempfile.mkstemp(prefix="vllm-fit-error-", suffix=".log")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
+    click.echo("vllm-fit: internal error: %s: %s (details in %s; please report it)"
+               % (type(exc).__name__, one_line(str(exc), 200), path), err=True)
+    return int(ExitCode.NO_FIT)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -246,14 +265,19 @@ def main(argv: Optional[List[str]] = None) -> None:
         code = cli.main(args=argv, prog_name="vllm-fit", standalone_mode=False)
     except click.exceptions.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "vllm-fit"
-        click.echo("vllm-fit: error: %s (see `%s --help`)" % (exc.format_message(), command), err=True)
-        code = 2
+        click.echo("vllm-fit: error: %s (see `%s --help`)" % (one_line(exc.format_message()), command), err=True)
+        code = int(ExitCode.BAD_INPUT)
     except (KeyboardInterrupt, click.exceptions.Abort):
         click.echo("vllm-fit: interrupted; every trial process was stopped", err=True)
-        code = Interrupted.exit_code
+        code = int(ExitCode.INTERRUPTED)
     except FitError as exc:
-        click.echo("vllm-fit: error: %s" % exc, err=True)
+        click.echo("vllm-fit: error: %s" % one_line(str(exc), 1000), err=True)
+        code = int(exc.exit_code)
+    except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except Exception as exc:  # never a traceback: one line and a debug log
+        code = _internal_error(exc)
     finally:
         signal.signal(signal.SIGTERM, previous)
     sys.exit(code if isinstance(code, int) else 0)
+

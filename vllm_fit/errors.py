@@ -1,27 +1,52 @@
-"""The tool's own errors, each tied to the exit code the CLI gives it."""
+"""The tool's exit codes, and its own errors, each tied to the exit code the CLI gives it."""
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """What the process exit status means, for every command."""
+
+    OK = 0
+    """A verified fit that the search proved the best (or: every config verified, nothing regressed)."""
+    NO_FIT = 1
+    """Nothing in the range works (the report says why), a regression, or an internal error."""
+    BAD_INPUT = 2
+    """The input is wrong; one line says what and how to fix it; nothing was launched."""
+    ENVIRONMENT = 3
+    """The environment cannot run trials: no vLLM, no device, a model path that does not exist."""
+    UNPROVEN = 4
+    """A verified fit was written, but a later trial crashed or timed out before it was proven the best."""
+    INTERRUPTED = 130
+    """Ctrl-C or SIGTERM; every trial process was stopped first."""
+
 
 class FitError(Exception):
-    """Base of the errors the CLI turns into a one-line message and an exit code."""
+    """Base of the errors the CLI turns into one line and an exit code."""
 
-    exit_code = 1
+    exit_code = ExitCode.NO_FIT
 
 
 class BadInput(FitError):
     """The user's input is wrong; nothing was launched."""
 
-    exit_code = 2
+    exit_code = ExitCode.BAD_INPUT
 
 
 class EnvironmentProblem(FitError):
-    """The environment cannot run trials (no vLLM in the interpreter, missing model, busy GPU)."""
+    """The environment cannot run trials (no vLLM in the interpreter, missing model, busy or absent device)."""
 
-    exit_code = 3
+    exit_code = ExitCode.ENVIRONMENT
 
 
 class Interrupted(FitError):
     """The tool was interrupted (Ctrl-C or SIGTERM); every trial process has been killed."""
 
-    exit_code = 130
+    exit_code = ExitCode.INTERRUPTED
+
+
+def one_line(text: str, limit: int = 400) -> str:
+    """Text folded onto one line and cut to `limit` characters, for messages built from user data."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -14,13 +14,30 @@ from typing import Any, Dict, Mapping
 from .redact import is_secret_name
 
 MEMORY_ENV = ("VLLM_USE_V1", "VLLM_ATTENTION_BACKEND", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
-              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "CUDA_DEVICE_ORDER")
+              "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "CUDA_DEVICE_ORDER",
+              "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND")
 """Environment variables that change how much memory vLLM takes or which lengths it accepts."""
 
 
 def fingerprint_inputs(prepared: Any) -> Dict[str, Any]:
-    """The facts that decide the answer of one prepared search (fitter.Prepared)."""
+    """The facts that decide the answer of one prepared search (prepare.Prepared).
+
+    The search options are those the option table marks as changing the answer, and only where
+    they apply to the objective; secret-named engine arguments are left out.
+    """
+    from .prepare.request import OPTIONS, fingerprinted_fields
+
     request, interpreter, preflight = prepared.request, prepared.interpreter, prepared.devices.preflight
+    kind = prepared.objective
+    search: Dict[str, Any] = {"objective": kind.value, "min_len": prepared.space.min_len,
+                              "max_len": prepared.space.max_len, "granularity": prepared.space.granularity,
+                              "utilization_cap": prepared.utilization_cap}
+    for name in sorted(fingerprinted_fields()):
+        spec = OPTIONS.get(name)
+        if spec is None or kind not in spec.applies or name in ("engine_args", "model", "tensor_parallel_size"):
+            continue
+        value = getattr(request, name)
+        search[name] = value.value if hasattr(value, "value") else value
     engine_args = {key: value for key, value in request.engine_args.items() if not is_secret_name(key)}
     return {
         "model": request.model,
@@ -35,19 +52,7 @@ def fingerprint_inputs(prepared: Any) -> Dict[str, Any]:
         "driver": preflight.driver,
         "tensor_parallel_size": request.tensor_parallel_size,
         "engine_args": engine_args,
-        "search": {
-            "objective": prepared.objective_name,
-            "strategy": request.strategy,
-            "min_len": prepared.space.min_len,
-            "max_len": prepared.space.max_len,
-            "granularity": prepared.space.granularity,
-            "gpu_memory_utilization": request.gpu_memory_utilization,
-            "kv_cache_memory_bytes": request.kv_cache_memory_bytes,
-            "utilization_cap": prepared.utilization_cap,
-            "target_len": request.target_len,
-            "search_knob": request.search_knob if request.target_len is not None else None,
-            "kv_granularity": request.kv_granularity if request.search_knob == "kv-cache-memory" else None,
-        },
+        "search": search,
         "env": {key: request.env.get(key) for key in MEMORY_ENV if request.env.get(key) is not None},
     }
 

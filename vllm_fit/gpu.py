@@ -14,6 +14,8 @@ from typing import Any, Dict, List, Mapping, Optional
 
 import psutil
 
+from .errors import EnvironmentProblem
+
 MIB = 1 << 20
 RELEASE_TOLERANCE_BYTES = 256 * MIB
 """Device memory within this much of the pre-trial level counts as released."""
@@ -62,6 +64,8 @@ class Preflight:
     reason: str
     driver: Optional[str] = None
     devices: List[DeviceState] = field(default_factory=list)
+    visible_count: Optional[int] = None
+    """Devices CUDA would show (None without NVML)."""
 
     @property
     def held_by_others(self) -> List[GpuProcess]:
@@ -144,12 +148,19 @@ class Devices:
             return Preflight(False, "no NVML here (%s): no GPU preflight; the CPU backend or another"
                              " accelerator is assumed" % type(exc).__name__)
         try:
-            visible = visible_devices(self.env, nvml.nvmlDeviceGetCount())
+            count = nvml.nvmlDeviceGetCount()
+            visible = visible_devices(self.env, count)
             if len(visible) < self.count:
                 return Preflight(False, "only %d visible device(s) for tensor-parallel size %d"
-                                 % (len(visible), self.count))
-            devices = [_device_state(nvml, entry) for entry in visible[:self.count]]
-            return Preflight(True, "ok", _text(nvml.nvmlSystemGetDriverVersion()), devices)
+                                 % (len(visible), self.count), visible_count=len(visible))
+            try:
+                devices = [_device_state(nvml, entry) for entry in visible[:self.count]]
+            except Exception as exc:  # NVMLError_InvalidArgument / NotFound for a bad CUDA_VISIBLE_DEVICES
+                raise EnvironmentProblem("CUDA_VISIBLE_DEVICES=%s names a device NVML does not know (%d device(s)"
+                                         " here: %s); fix CUDA_VISIBLE_DEVICES"
+                                         % (self.env.get("CUDA_VISIBLE_DEVICES"), count,
+                                            type(exc).__name__)) from None
+            return Preflight(True, "ok", _text(nvml.nvmlSystemGetDriverVersion()), devices, len(visible))
         finally:
             nvml.nvmlShutdown()
 
@@ -157,9 +168,14 @@ class Devices:
         """The devices' state now (empty without NVML)."""
         if not self.preflight.available:
             return []
-        nvml = _nvml()
+        try:
+            nvml = _nvml()
+        except Exception:  # the driver went away mid-search: no wait, no peak, never a crash
+            return []
         try:
             return [_device_state(nvml, str(d.uuid)) for d in self.preflight.devices]
+        except Exception:
+            return []
         finally:
             nvml.nvmlShutdown()
 

@@ -1,20 +1,29 @@
-"""Keep secrets (tokens, keys, passwords) out of everything the tool writes."""
+"""Keep secrets (tokens, keys, passwords, credentials) out of everything the tool writes.
+
+A name is secret when one of its words (split at `_`, `-`, `.` and case changes) is a secret word:
+HF_TOKEN, hf_token, OPENAI_API_KEY, AWS_SECRET_ACCESS_KEY, AZURE_OPENAI_KEY, GITHUB_PAT, api-key,
+db_password, GOOGLE_APPLICATION_CREDENTIALS. `max_num_batched_tokens` or `tokenizer` are not.
+"""
 
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Iterable, Mapping
 
 REDACTED = "***"
-_SECRET_NAME = re.compile(r"(?:^|_)(?:token|secret|password|passwd|api_key|apikey|credentials?)$",
-                          re.IGNORECASE)
+SECRET_WORDS = frozenset({
+    "token", "secret", "password", "passwd", "pwd", "passphrase", "key", "apikey", "credential",
+    "credentials", "pat", "auth", "authorization", "cookie", "signature", "sas", "privatekey",
+})
+_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _MIN_SECRET_LEN = 6
-"""Shorter environment values are not scrubbed from logs (they would match everywhere)."""
+"""Shorter values are not scrubbed from free text (they would match everywhere)."""
 
 
 def is_secret_name(name: str) -> bool:
-    """True for names like HF_TOKEN, hf_token, OPENAI_API_KEY, db_password (not max_num_batched_tokens)."""
-    return bool(_SECRET_NAME.search(name.replace("-", "_")))
+    """True for names whose words include a secret word (see the module docstring)."""
+    words = [w.lower() for part in re.split(r"[_\-.\s]+", str(name)) for w in _WORD.findall(part)]
+    return any(word in SECRET_WORDS for word in words)
 
 
 def public_args(args: Mapping[str, Any]) -> Dict[str, Any]:
@@ -22,9 +31,15 @@ def public_args(args: Mapping[str, Any]) -> Dict[str, Any]:
     return {key: (REDACTED if is_secret_name(key) else value) for key, value in args.items()}
 
 
-def scrub(text: str, env: Mapping[str, str]) -> str:
-    """Replace the values of secret-named environment variables wherever they appear in text."""
-    for name, value in env.items():
-        if is_secret_name(name) and len(value) >= _MIN_SECRET_LEN:
-            text = text.replace(value, REDACTED)
+def secret_values(*mappings: Mapping[str, Any]) -> list:
+    """The values of secret-named entries, longest first, worth scrubbing from free text."""
+    found = {str(value) for mapping in mappings for key, value in mapping.items()
+             if is_secret_name(key) and value is not None and len(str(value)) >= _MIN_SECRET_LEN}
+    return sorted(found, key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """Replace each secret value wherever it appears in text."""
+    for value in secrets:
+        text = text.replace(value, REDACTED)
     return text

@@ -5,10 +5,10 @@ from __future__ import annotations
 import datetime
 from typing import Any, Dict, List, Mapping, Optional
 
-from .__about__ import __version__
-from .envcheck import Interpreter
+from . import __version__
+from .prepare.envcheck import Interpreter
 from .study import StudyResult
-from .trial import TrialRecord
+from .trial.record import TrialRecord
 
 
 def now_iso() -> str:
@@ -47,6 +47,7 @@ def fit_summary(record: TrialRecord, total_bytes: Optional[int] = None) -> Dict[
         "headroom_bytes": headroom_bytes(record, total_bytes),
         "trial": record.index,
         "request": record.request,
+        "engine_args": fit_engine_args(record),
     }
 
 
@@ -54,9 +55,11 @@ def fit_engine_args(record: TrialRecord) -> Dict[str, Any]:
     """LLM keyword arguments of the fit, with the length the engine really used."""
     args = dict(record.llm_kwargs)
     args["max_model_len"] = record.length
-    summary = fit_summary(record)
-    if args.get("kv_cache_memory_bytes") is None and summary["gpu_memory_utilization"] is not None:
-        args["gpu_memory_utilization"] = summary["gpu_memory_utilization"]
+    utilization = args.get("gpu_memory_utilization")
+    if utilization is None and args.get("kv_cache_memory_bytes") is None:
+        utilization = record.facts.gpu_memory_utilization  # vLLM's default, as the engine resolved it
+    if args.get("kv_cache_memory_bytes") is None and utilization is not None:
+        args["gpu_memory_utilization"] = utilization
     return args
 
 
@@ -90,38 +93,12 @@ def build_report(search: Mapping[str, Any], result: StudyResult, env: Mapping[st
         "created": now_iso(),
         "search": dict(search),
         "fit": fit_summary(result.fit, device_total_bytes(env)) if result.fit else None,
-        "stop_reason": result.stop_reason,
+        "stop": result.stop.value,
+        "stop_reason": result.stop_detail,
+        "proven": result.proven,
         "notes": result.notes,
         "launches": result.launches,
         "wall_time_s": round(wall_time_s, 2),
         "trials": [record.to_json() for record in result.records],
         "environment": dict(env),
     }
-
-
-def config_comments(report: Mapping[str, Any]) -> List[str]:
-    """The metadata comments of the YAML config, as `key: value` lines."""
-    fit, env = report["fit"], report["environment"]
-    request = fit.get("request") or {}
-    lines = [
-        "vllm-fit: %s" % report["tool"]["version"],
-        "written: %s" % report["created"],
-        "objective: %s" % report["search"].get("objective"),
-        "verified: trial %d started and served a %s-token request" % (fit["trial"], request.get("total_tokens")),
-        "kv-cache-tokens: %s" % fit["kv_cache_tokens"],
-        "max-concurrency: %s" % fit["max_concurrency"],
-        "vllm: %s" % env.get("vllm_version"),
-        "torch: %s" % env.get("torch_version"),
-        "cuda: %s" % (env.get("cuda_version") or "none"),
-    ]
-    if fit.get("headroom_bytes") is not None:
-        lines.append("headroom-bytes: %d" % fit["headroom_bytes"])
-    for device in (env.get("preflight") or {}).get("devices") or []:
-        held = ", ".join("%s (pid %d, %d MiB)" % (p["name"], p["pid"], (p["used_bytes"] or 0) >> 20)
-                         for p in device["processes"]) or "nothing else"
-        lines.append("device: %s, %d MiB, %d MiB free before the search, held by %s; driver %s" % (
-            device["name"], device["total_bytes"] >> 20, device["free_bytes"] >> 20, held,
-            env["preflight"].get("driver")))
-    if env.get("fingerprint"):
-        lines.append("fingerprint: %s" % env["fingerprint"])
-    return lines

@@ -3,7 +3,8 @@
 Plain files under one documented directory (default ~/.cache/vllm-fit, or $VLLM_FIT_CACHE_DIR, or
 --cache-dir): fits/<fingerprint>.json holds a finished search's report; journals/<fingerprint>.jsonl
 gets one line per finished trial the moment it ends (flushed and synced), so a search killed by
-anything, even SIGKILL or a reboot, resumes without launching a proven trial again.
+anything, even SIGKILL or a reboot, resumes without launching a proven trial again. Both carry a
+schema version: what another version of vllm-fit wrote is ignored with a note, never replayed.
 """
 
 from __future__ import annotations
@@ -13,11 +14,16 @@ import fcntl
 import json
 import os
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from .errors import EnvironmentProblem
-from .export.atomic import write_text_atomic
-from .trial import TrialRecord
+from .files.atomic import write_text_atomic
+from .outcome import Outcome
+from .trial.record import TrialRecord
+
+SCHEMA = 2
+"""Bumped whenever a record, a report or the meaning of an outcome changes."""
+Note = Callable[[str], None]
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
@@ -28,31 +34,65 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(base) / "vllm-fit"
 
 
+def check_cache_dir(root: Path) -> Path:
+    """The cache directory, created; EnvironmentProblem (exit 3) when it cannot be one."""
+    try:
+        for sub in ("fits", "journals"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        probe = root / "journals" / (".write-test-%d" % os.getpid())
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise EnvironmentProblem("the cache directory %s is not usable (%s); pass --cache-dir DIR or"
+                                 " --no-cache" % (root, exc.strerror or exc)) from None
+    return root
+
+
 class Journal:
-    """Append-only JSON lines: a header with the fingerprint, then one finished trial per line."""
+    """Append-only JSON lines: a header with the schema and fingerprint, then one finished trial per line."""
 
     def __init__(self, path: Path, fingerprint: str):
         self.path, self.fingerprint = path, fingerprint
 
-    def load(self) -> List[TrialRecord]:
-        """The finished trials recorded so far (a torn last line, from a kill mid-write, is skipped)."""
-        if not self.path.exists():
+    def load(self, trial_timeout_s: Optional[float] = None, note: Note = lambda message: None) -> List[TrialRecord]:
+        """The finished trials worth replaying.
+
+        Skipped, with a note: a torn or corrupt line (that trial simply runs again), a journal of
+        another schema or search, and timeouts under a shorter trial timeout than this run's (a
+        longer wait may succeed).
+        """
+        try:
+            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except FileNotFoundError:
             return []
-        records = []
-        lines = self.path.read_text().splitlines()
-        for number, line in enumerate(lines):
+        except OSError as exc:
+            note("journal %s unreadable (%s): starting afresh" % (self.path, exc.strerror))
+            return []
+        if not lines:
+            return []
+        header = _json_object(lines[0])
+        if header is None or header.get("schema") != SCHEMA or header.get("fingerprint") != self.fingerprint:
+            note("journal %s was written by another version or search: ignored" % self.path)
+            return []
+        records, skipped = [], 0
+        for line in lines[1:]:
+            data = _json_object(line)
             try:
-                data = json.loads(line)
+                record = TrialRecord.from_json(data) if data is not None else None
             except ValueError:
-                if number == len(lines) - 1:
-                    break  # the write that a kill interrupted; that trial is simply run again
-                raise
-            if number == 0:
-                if data.get("fingerprint") != self.fingerprint:
-                    return []  # another search's journal: ignore it
+                record = None
+            if record is None:
+                skipped += 1
                 continue
-            records.append(TrialRecord.from_json(data))
-        return records
+            if (record.outcome is Outcome.TIMEOUT and trial_timeout_s is not None
+                    and (record.timeout_s or 0) < trial_timeout_s):
+                skipped += 1
+                continue
+            records.append(record)
+        if skipped:
+            note("journal %s: %d line(s) not replayed (torn, corrupt, or a timeout under a shorter"
+                 " --trial-timeout)" % (self.path, skipped))
+        return [_renumbered(record, number) for number, record in enumerate(records, start=1)]
 
     def append(self, record: TrialRecord) -> None:
         """Add one finished trial, durably, before anything else happens."""
@@ -60,14 +100,29 @@ class Journal:
         new = not self.path.exists() or self.path.stat().st_size == 0
         with open(self.path, "a", encoding="utf-8") as handle:
             if new:
-                handle.write(json.dumps({"fingerprint": self.fingerprint}) + "\n")
+                handle.write(json.dumps({"schema": SCHEMA, "fingerprint": self.fingerprint}) + "\n")
             handle.write(json.dumps(record.to_json(), default=str) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
 
     def remove(self) -> None:
-        if self.path.exists():
+        with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
+
+
+def _renumbered(record: TrialRecord, index: int) -> TrialRecord:
+    """Journal records keep their order; their index is their place among the replayed ones."""
+    import dataclasses
+
+    return record if record.index == index else dataclasses.replace(record, index=index)
+
+
+def _json_object(line: str) -> Optional[Dict[str, Any]]:
+    try:
+        data = json.loads(line)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 class FitStore:
@@ -79,29 +134,52 @@ class FitStore:
     def _fit_path(self, fingerprint: str) -> Path:
         return self.root / "fits" / (fingerprint + ".json")
 
-    def cached(self, fingerprint: str) -> Optional[Dict[str, Any]]:
-        """The report of a finished search with this fingerprint, or None."""
+    def cached(self, fingerprint: str, note: Note = lambda message: None) -> Optional[Dict[str, Any]]:
+        """The report of a finished search with this fingerprint, or None (unreadable ones with a note)."""
         path = self._fit_path(fingerprint)
-        return json.loads(path.read_text()) if path.exists() else None
+        try:
+            data = _json_object(path.read_text(encoding="utf-8", errors="replace"))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            data, reason = None, exc.strerror
+        else:
+            reason = "not a report of this version"
+        if data is not None and data.get("schema") == SCHEMA and _usable(data):
+            return data
+        note("cached fit %s ignored (%s): searching again" % (path, reason))
+        return None
 
     def store(self, fingerprint: str, report: Dict[str, Any]) -> Path:
-        return write_text_atomic(self._fit_path(fingerprint), json.dumps(report, indent=1, default=str) + "\n")
+        data = dict(report, schema=SCHEMA)
+        return write_text_atomic(self._fit_path(fingerprint), json.dumps(data, indent=1, default=str) + "\n")
 
     def journal(self, fingerprint: str) -> Journal:
         return Journal(self.root / "journals" / (fingerprint + ".jsonl"), fingerprint)
 
     @contextlib.contextmanager
-    def lock(self, fingerprint: str) -> Iterator[None]:
-        """Hold the fingerprint while searching: two tools running the same search would share a journal."""
+    def lock(self, fingerprint: str, note: Note = lambda message: None) -> Iterator[None]:
+        """Hold the fingerprint while searching. A second run of the same search waits for the first
+        (then finds its cached fit) instead of sharing its journal."""
         path = self.root / "journals" / (fingerprint + ".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                raise EnvironmentProblem("another vllm-fit is running this same search (lock %s); wait for it"
-                                         " or pass --no-cache" % path) from None
+                note("another vllm-fit is running this same search (lock %s): waiting for it" % path)
+                fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _usable(data: Mapping[str, Any]) -> bool:
+    """A cached report that can be rebuilt into a result."""
+    try:
+        records = [TrialRecord.from_json(trial) for trial in data["trials"]]
+        fit = data["fit"]["trial"]
+        return any(record.index == fit for record in records) and isinstance(data["stop"], str)
+    except (KeyError, TypeError, ValueError):
+        return False

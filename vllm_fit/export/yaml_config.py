@@ -5,14 +5,14 @@ Both directions live here so that what is written is exactly what is read back (
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 import yaml
 
-from ..errors import BadInput
+from ..errors import BadInput, one_line
 from ..redact import is_secret_name
-from .atomic import write_text_atomic
 
 FIRST_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
               "tensor_parallel_size")
@@ -37,27 +37,90 @@ def render_config(llm_kwargs: Mapping[str, Any], comments: List[str]) -> str:
     return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)
 
 
-def write_config(path: Union[str, Path], llm_kwargs: Mapping[str, Any], comments: List[str]) -> Path:
-    """Write the config atomically."""
-    return write_text_atomic(path, render_config(llm_kwargs, comments))
+def config_text(report: Mapping[str, Any]) -> Optional[str]:
+    """The YAML config of a report's fit (None when there is no fit)."""
+    fit = report.get("fit")
+    if not fit:
+        return None
+    return render_config(fit["engine_args"], config_comments(report))
+
+
+def config_comments(report: Mapping[str, Any]) -> List[str]:
+    """The metadata comments of the YAML config, as `key: value` lines."""
+    fit, env = report["fit"], report["environment"]
+    request = fit.get("request") or {}
+    lines = [
+        "vllm-fit: %s" % report["tool"]["version"],
+        "written: %s" % report["created"],
+        "objective: %s" % report["search"].get("objective"),
+        "verified: trial %d started and served a %s-token request" % (fit["trial"], request.get("total_tokens")),
+        "proven-best: %s" % ("yes" if report.get("proven") else "no (%s)" % report.get("stop_reason")),
+        "kv-cache-tokens: %s" % fit["kv_cache_tokens"],
+        "max-concurrency: %s" % fit["max_concurrency"],
+        "vllm: %s" % env.get("vllm_version"),
+        "torch: %s" % env.get("torch_version"),
+        "cuda: %s" % (env.get("cuda_version") or "none"),
+    ]
+    if fit.get("headroom_bytes") is not None:
+        lines.append("headroom-bytes: %d" % fit["headroom_bytes"])
+    for device in (env.get("preflight") or {}).get("devices") or []:
+        held = ", ".join("%s (pid %d, %d MiB)" % (p["name"], p["pid"], (p["used_bytes"] or 0) >> 20)
+                         for p in device["processes"]) or "nothing else"
+        lines.append("device: %s, %d MiB, %d MiB free before the search, held by %s; driver %s" % (
+            device["name"], device["total_bytes"] >> 20, device["free_bytes"] >> 20, held,
+            env["preflight"].get("driver")))
+    if env.get("fingerprint"):
+        lines.append("fingerprint: %s" % env["fingerprint"])
+    return [one_line(line) for line in lines]
+
+
+INT_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "max_num_batched_tokens",
+            "block_size", "kv_cache_memory_bytes")
+_HUMAN_INT = re.compile(r"([0-9]{1,12})([kKmMgG]?)")
+_HUMAN_FACTORS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
+"""vllm serve's human-readable integers: 32k = 32000, 32K = 32768 (vllm/engine/arg_utils.py)."""
+
+
+def human_int(key: str, value: Any, where: str) -> int:
+    """A whole number as `vllm serve` reads it (8192, "8192", "32k", "32K"); BadInput otherwise."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = _HUMAN_INT.fullmatch(str(value).strip()) if isinstance(value, str) else None
+    if not match:
+        raise BadInput("%s: %s must be a whole number (8192, 32k, 32K), got %r" % (where, key, value))
+    return int(match.group(1)) * _HUMAN_FACTORS[match.group(2)]
 
 
 def read_config(path: Union[str, Path]) -> Dict[str, Any]:
-    """LLM keyword arguments from a config file (dash-case keys become underscores)."""
+    """Engine arguments from a config file (dash-case keys become underscores), numbers checked."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise BadInput("cannot read config %s: %s" % (path, str(exc).splitlines()[0])) from None
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise BadInput("cannot read config %s: %s" % (path, one_line(str(exc).splitlines()[0] if str(exc) else
+                                                                     type(exc).__name__))) from None
     if not isinstance(data, dict) or "model" not in data or "max-model-len" not in data:
         raise BadInput("%s is not a vllm-fit config: it needs at least `model:` and `max-model-len:`"
                        % path)
-    return {str(key).replace("-", "_"): value for key, value in data.items()}
+    args = {str(key).replace("-", "_"): value for key, value in data.items()}
+    args["max_model_len"] = human_int("max-model-len", args["max_model_len"], str(path))
+    for key in INT_KEYS:
+        if args.get(key) is not None:
+            args[key] = human_int(key.replace("_", "-"), args[key], str(path))
+    utilization = args.get("gpu_memory_utilization")
+    if utilization is not None and (isinstance(utilization, bool) or not isinstance(utilization, (int, float))
+                                    or not 0 < utilization <= 1):
+        raise BadInput("%s: gpu-memory-utilization must be a number in (0, 1], got %r" % (path, utilization))
+    return args
 
 
 def read_comment_facts(path: Union[str, Path]) -> Dict[str, str]:
     """The `# key: value` metadata comments of a config written by vllm-fit."""
     facts = {}
-    for line in Path(path).read_text().splitlines():
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise BadInput("cannot read config %s: %s" % (path, exc.strerror)) from None
+    for line in text.splitlines():
         if line.startswith("# ") and ": " in line:
             key, _, value = line[2:].partition(": ")
             facts[key.strip()] = value.strip()

@@ -18,8 +18,10 @@ from rich.text import Text
 from ..gpu import Preflight
 from ..outcome import Outcome
 from ..search.base import AUTO
-from ..study import Listener, StudyResult
-from ..trial import TrialRecord
+from ..logs.phases import Phase
+from ..study import StudyResult
+from ..trial.listener import Listener
+from ..trial.record import TrialRecord
 from ..units import format_size
 
 _STYLE = {Outcome.OK: "green", Outcome.KV_TOO_SMALL: "yellow", Outcome.TOO_LONG_FOR_MODEL: "yellow"}
@@ -97,14 +99,15 @@ class TerminalView(Listener):
                 self.console.print("trial %d  %s  launching" % (index, self._line.candidate), highlight=False,
                                    soft_wrap=True)
 
-    def phase(self, index: int, phase: str) -> None:
+    def phase(self, index: int, phase: Phase) -> None:
+        phase_text = phase.value if isinstance(phase, Phase) else str(phase)
         with self._lock:
             line = self._line
-            if line is None or line.index != index or line.phase == phase:
+            if line is None or line.index != index or line.phase == phase_text:
                 return
-            line.phase = phase
+            line.phase = phase_text
             if self._live is None:
-                self.console.print("trial %d  %s  %s  %.0fs" % (index, line.candidate, phase,
+                self.console.print("trial %d  %s  %s  %.0fs" % (index, line.candidate, phase_text,
                                    time.monotonic() - line.started), highlight=False, soft_wrap=True)
 
     def trial_finished(self, record: TrialRecord) -> None:
@@ -137,7 +140,7 @@ class TerminalView(Listener):
                           describe_result(record), "%.1f" % record.duration_s)
         self.out.print(table)
         if result.fit is None:
-            self.out.print(Text("No fit: %s" % result.stop_reason, style="bold red"))
+            self.out.print(Text("No fit: %s" % result.stop_detail, style="bold red"))
             for note in result.notes:
                 self.out.print(note, highlight=False)
             return
@@ -145,6 +148,10 @@ class TerminalView(Listener):
         self.out.print(Text.assemble(
             ("Fit: ", "bold green"), "%s  " % describe_candidate(dict(fit.llm_kwargs, max_model_len=fit.length)),
             "(trial %d, %d launch%s)" % (fit.index, result.launches, "" if result.launches == 1 else "es")))
+        if not result.proven:
+            self.out.print(Text("Not proven the best: %s" % result.stop_detail, style="bold yellow"))
+            for note in result.notes:
+                self.out.print(note, highlight=False)
         if yaml_text:
             self.out.print(("Wrote %s:" % out_path) if out_path else "Config:", highlight=False)
             self.out.print(yaml_text.rstrip(), highlight=False, markup=False, soft_wrap=True)

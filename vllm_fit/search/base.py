@@ -1,18 +1,28 @@
-"""What every search strategy shares: the length space, observations, and the length verdicts."""
+"""What every search strategy shares: the length space, observations, and what they prove about lengths.
+
+Lengths are monotone: a length that fails makes every longer one fail. A measured KV pool bounds
+the lengths at or above the one it was measured at (a longer max_model_len never gets a larger
+pool); below it the pool may be larger (profiling can grow with the length), so it bounds nothing.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Sequence
+from typing import FrozenSet, Iterable, List, Optional, Sequence
 
-from ..outcome import Outcome
+from ..logs.regime import Engine
+from ..outcome import OomStage, Outcome
 
 AUTO = -1
 """A requested max_model_len of -1 asks vLLM (0.14+) to fit the length to memory itself."""
 
-LENGTH_FAILURES = frozenset({Outcome.KV_TOO_SMALL, Outcome.TOO_LONG_FOR_MODEL, Outcome.OOM,
-                             Outcome.REQUEST_FAILED})
-"""Outcomes that prove a length does not work (and, lengths failing monotonically, no longer one)."""
+LENGTH_FAILURES = frozenset({Outcome.KV_TOO_SMALL, Outcome.TOO_LONG_FOR_MODEL, Outcome.REQUEST_FAILED,
+                             Outcome.TIMEOUT, Outcome.OOM})
+"""Outcomes that rule a length out (and every longer one) at the memory they ran with."""
+GLOBAL_LENGTH_FAILURES = frozenset({Outcome.TOO_LONG_FOR_MODEL, Outcome.TIMEOUT})
+"""Length failures that hold at every memory level: over the model's maximum, a start that hangs."""
+LEVEL_OOM = frozenset({OomStage.KV_ALLOCATION, OomStage.REQUEST})
+"""Out-of-memory stages that say the memory knob is too high (not the weights, not the profile)."""
 
 
 @dataclass(frozen=True)
@@ -21,7 +31,7 @@ class Observation:
 
     `length` is the max_model_len the engine actually ran with (for AUTO, the one vLLM chose; None
     when it never said). `hint` is the longest max_model_len that the KV pool measured by this trial
-    holds, from vLLM's own numbers (its estimate, its capacity line, its block count), or None.
+    starts and serves, from vLLM's own numbers (its estimate, its capacity, its block count), or None.
     """
 
     requested: int
@@ -30,17 +40,32 @@ class Observation:
     hint: Optional[int] = None
     derived_max: Optional[int] = None
     memory: Optional[float] = None
-    """The memory knob's value for this trial (utilization or KV bytes), for 2-knob searches."""
+    """The memory knob's value for this trial (utilization or KV bytes), for memory searches."""
     blocks: Optional[int] = None
     block_size: Optional[int] = None
     kv_bytes: Optional[float] = None
-    """KV cache memory as vLLM logged it (2-decimal GiB on GPUs), when it did."""
+    """KV cache memory as vLLM logged it (2-decimal GiB on GPUs; exact when the knob set it)."""
     total_bytes: Optional[float] = None
     """Device (or NUMA node) memory as vLLM logged it, when it did."""
     oom_shortfall_bytes: Optional[float] = None
     """From an out-of-memory error: how much more the failed allocation needed than was free."""
+    oom_stage: Optional[OomStage] = None
     free_fraction: Optional[float] = None
     """From a free-memory error: free / total device memory at start-up."""
+    transient: bool = False
+    engine: Optional[Engine] = None
+    autofit_reduced: Optional[bool] = None
+
+    @property
+    def started(self) -> bool:
+        """The engine came up and sized its KV cache (the request may still have failed)."""
+        return self.outcome is Outcome.OK or self.outcome is Outcome.REQUEST_FAILED or (
+            self.outcome is Outcome.OOM and self.oom_stage is OomStage.REQUEST)
+
+    @property
+    def fails_length(self) -> bool:
+        return self.outcome in LENGTH_FAILURES and not (self.outcome is Outcome.OOM and
+                                                         self.oom_stage is OomStage.LOAD)
 
 
 @dataclass(frozen=True)
@@ -69,66 +94,82 @@ class LengthSpace:
 
 @dataclass(frozen=True)
 class Bracket:
-    """What the observations so far prove about lengths, assuming a shorter length never needs more.
+    """What the observations prove about lengths at one memory level.
 
-    Every length at or below `proven_ok` works; every length at or above `proven_fail` does not;
-    nothing above `ceiling` can work (the model's maximum, or a KV pool measured by a trial).
+    `allowed(x)` is False when a length at or below x failed, or a pool measured at or below x
+    holds less than x. `proven_ok` is the longest verified length.
     """
 
     proven_ok: Optional[int]
-    proven_fail: Optional[int]
-    ceiling: Optional[int]
-    verified: frozenset
-    tried: frozenset
-    no_memory: bool
+    failures: FrozenSet[int]
+    ceilings: FrozenSet[tuple]
+    """(measured at length, holds at most) pairs."""
+    tried: FrozenSet[int]
+
+    def allowed(self, length: int) -> bool:
+        if any(failed <= length for failed in self.failures):
+            return False
+        return not any(at <= length and length > holds for at, holds in self.ceilings)
 
 
-def bracket(history: Iterable[Observation], use_hints: bool = True) -> Bracket:
-    """Fold the observations into a Bracket. Hints bound the ceiling only when use_hints is set."""
-    proven_ok = proven_fail = ceiling = None
-    verified, tried, no_memory = set(), set(), False
+def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Optional[int] = None) -> Bracket:
+    """Fold the observations into a Bracket; `ceiling` is a limit from elsewhere (other levels)."""
+    proven_ok = None
+    failures, ceilings, tried = set(), set(), set()
+    if ceiling is not None:
+        failures.add(ceiling + 1)
     for obs in history:
         if obs.length is not None:
             tried.add(obs.length)
         if obs.requested != AUTO:
             tried.add(obs.requested)
-        if obs.outcome is Outcome.NO_KV_MEMORY:
-            no_memory = True
         if obs.derived_max is not None:
-            ceiling = _min(ceiling, obs.derived_max)
+            failures.add(obs.derived_max + 1)
         if obs.length is None:
             continue
         if obs.outcome is Outcome.OK:
             proven_ok = max(proven_ok or 0, obs.length)
-            verified.add(obs.length)
-            if use_hints and obs.hint is not None:
-                ceiling = _min(ceiling, max(obs.hint, obs.length))
-        elif obs.outcome in LENGTH_FAILURES:
-            proven_fail = _min(proven_fail, obs.length)
-    return Bracket(proven_ok, proven_fail, ceiling, frozenset(verified), frozenset(tried), no_memory)
-
-
-def _min(current: Optional[int], value: int) -> int:
-    return value if current is None else min(current, value)
+        elif obs.fails_length:
+            failures.add(obs.length)
+        if use_hints and obs.hint is not None and obs.started:
+            ceilings.add((obs.length, max(obs.hint, obs.length if obs.outcome is Outcome.OK else 0)))
+    return Bracket(proven_ok, frozenset(failures), frozenset(ceilings), frozenset(tried))
 
 
 def top_candidate(space: LengthSpace, state: Bracket) -> Optional[int]:
     """The highest candidate not ruled out, or None when nothing in the space can work."""
-    if state.no_memory:
-        return None
     limit = space.highest
-    if state.proven_fail is not None:
-        limit = min(limit, state.proven_fail - 1)
-    if state.ceiling is not None:
-        limit = min(limit, state.ceiling)
+    for failed in state.failures:
+        limit = min(limit, failed - 1)
     top = space.floor(limit)
+    while top >= space.lowest and not state.allowed(top):
+        # a pool measured at or below `top` holds less: the highest allowed is that pool's limit
+        holds = min(h for at, h in state.ceilings if at <= top and top > h)
+        top = space.floor(holds) if space.floor(holds) < top else top - space.granularity
     return top if top >= space.lowest else None
+
+
+def weights_do_not_fit(history: Sequence[Observation]) -> Optional[Observation]:
+    """A trial that ran out of memory loading the weights: no length and no knob value can help."""
+    return next((o for o in history if o.outcome is Outcome.OOM and o.oom_stage is OomStage.LOAD), None)
+
+
+def why_nothing_fits(history: Sequence[Observation]) -> Optional[str]:
+    """The proof, in vLLM's numbers, that nothing in the range can work (None when it is not that simple)."""
+    load = weights_do_not_fit(history)
+    if load is not None:
+        short = " (%.2f GiB short)" % (load.oom_shortfall_bytes / (1 << 30)) if load.oom_shortfall_bytes else ""
+        return "the weights do not fit on the device%s: out of memory while loading them" % short
+    if any(o.outcome is Outcome.NO_KV_MEMORY for o in history):
+        return "no memory is left for the KV cache after the weights and the activation peak, at the highest" \
+            " memory tried"
+    return None
 
 
 def best_verified(space: LengthSpace, history: Sequence[Observation]) -> Optional[int]:
     """The longest candidate length that a trial verified (started and served), or None."""
     lengths: List[int] = [obs.length for obs in history
-                          if obs.outcome is Outcome.OK and space.contains(obs.length)]
+                          if obs.outcome is Outcome.OK and space.contains(obs.length) and obs.length is not None]
     return max(lengths) if lengths else None
 
 
@@ -142,7 +183,7 @@ class Candidate:
 
     def engine_args(self) -> dict:
         """The LLM keyword arguments this candidate sets."""
-        args = {"max_model_len": self.max_model_len}
+        args: dict = {"max_model_len": self.max_model_len}
         if self.gpu_memory_utilization is not None:
             args["gpu_memory_utilization"] = self.gpu_memory_utilization
         if self.kv_cache_memory_bytes is not None:

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Set
 
-from .base import Candidate, Observation
+from ..logs.regime import Regime
+from ..outcome import Outcome
+from .base import LEVEL_OOM, Candidate, Observation, weights_do_not_fit
 from .length import LengthStrategy
 from .objectives import Objective, last_ok_index
-from ..capacity import blocks_needed
-from ..outcome import Outcome
 
 TOO_LOW = frozenset({Outcome.KV_TOO_SMALL, Outcome.NO_KV_MEMORY})
-TOO_HIGH = frozenset({Outcome.OOM, Outcome.FREE_MEMORY_SHORT})
 _EPS = 1e-9
 PRINTED_GIB_ERROR = 0.02 * (1 << 30)
 """vLLM and torch print memory in 2-decimal GiB: two such numbers are off by up to this much."""
@@ -54,6 +53,13 @@ class Grid:
         return Candidate(length, kv_cache_memory_bytes=self.value(index))
 
 
+def too_high(obs: Observation) -> bool:
+    """The memory knob was too high for this trial: free memory short, or out of memory at the KV
+    allocation or on the request (an OOM of the weights or the profile says nothing about the knob)."""
+    return obs.outcome is Outcome.FREE_MEMORY_SHORT or (
+        obs.outcome is Outcome.OOM and (obs.oom_stage is None or obs.oom_stage in LEVEL_OOM))
+
+
 def utilization_grid(cap: float, floor: float = 0.01) -> Grid:
     """Utilization in 0.01 steps from `floor` up to `cap`."""
     return Grid("gpu_memory_utilization", 0.01, max(1, int(round(floor * 100))), int(math.floor(cap * 100 + _EPS)))
@@ -70,7 +76,7 @@ class KvModel:
 
     bytes_per_token: Optional[int]
     total_bytes: Optional[float]
-    vllm_version: Optional[str]
+    regime: Regime
     guess_block_size: int = 16
 
     def block_size(self, history: Sequence[Observation]) -> int:
@@ -91,7 +97,7 @@ class KvModel:
         page = self.page_bytes(history)
         if page is None:
             return None
-        return blocks_needed(length, self.block_size(history), self.vllm_version) * page
+        return self.regime.blocks_needed(length, self.block_size(history)) * page
 
     def total(self, history: Sequence[Observation]) -> Optional[float]:
         if self.total_bytes:
@@ -109,12 +115,14 @@ class KvModel:
         return None
 
 
-def _status(history: Sequence[Observation], grid: Grid) -> Dict[str, object]:
-    """Per knob index: which verdicts were seen there."""
-    seen: Dict[int, set] = {}
+def _status(history: Sequence[Observation], grid: Grid) -> Dict[int, Set[str]]:
+    """Per knob index: which verdicts were seen there ("ok", "low", "high")."""
+    seen: Dict[int, Set[str]] = {}
     for obs in history:
         if obs.memory is not None:
-            seen.setdefault(grid.index(obs.memory), set()).add(obs.outcome)
+            verdict = "ok" if obs.outcome is Outcome.OK else "high" if too_high(obs) else \
+                "low" if obs.outcome in TOO_LOW or obs.outcome is Outcome.REQUEST_FAILED else "other"
+            seen.setdefault(grid.index(obs.memory), set()).add(verdict)
     return seen
 
 
@@ -159,11 +167,13 @@ class LeastMemoryForLength(Objective):
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         grid, seen = self.grid, _status(history, self.grid)
+        if weights_do_not_fit(history):
+            return None
         caps = [grid.down(obs.free_fraction) for obs in history if obs.free_fraction is not None]
         top = min([grid.highest] + caps)
-        ok = [i for i, s in seen.items() if Outcome.OK in s]
-        low_bad = max([i for i, s in seen.items() if s & TOO_LOW and Outcome.OK not in s], default=grid.lowest - 1)
-        high_bad = min([i for i, s in seen.items() if s & TOO_HIGH and Outcome.OK not in s], default=top + 1)
+        ok = [i for i, s in seen.items() if "ok" in s]
+        low_bad = max([i for i, s in seen.items() if "low" in s and "ok" not in s], default=grid.lowest - 1)
+        high_bad = min([i for i, s in seen.items() if "high" in s and "ok" not in s], default=top + 1)
         top = min(top, high_bad - 1)
         possible = self._lowest_possible(history)
         if possible is not None:
@@ -216,7 +226,7 @@ class LongestAtHighestUtilization(Objective):
         """True: serves at some length; False: too high, or no length fits; None: still open."""
         level = self._at(history, index)
         outcomes = {obs.outcome for obs in level}
-        if outcomes & TOO_HIGH:
+        if any(too_high(obs) for obs in level):
             return False
         if Outcome.OK in outcomes:
             return True
@@ -246,18 +256,19 @@ class LongestAtHighestUtilization(Objective):
     def _top(self, history: Sequence[Observation]) -> int:
         grid = self.grid
         caps = [grid.down(obs.free_fraction) for obs in history if obs.free_fraction is not None]
-        too_high = [i for i in {grid.index(o.memory) for o in history if o.memory is not None}
-                    if self._works(history, i) is False and self._at(history, i)
-                    and {o.outcome for o in self._at(history, i)} & TOO_HIGH]
-        return min([grid.highest] + caps + [i - 1 for i in too_high])
+        high = [i for i in {grid.index(o.memory) for o in history if o.memory is not None}
+                if any(too_high(o) for o in self._at(history, i))]
+        return min([grid.highest, *caps] + [i - 1 for i in high])
 
     def _level(self, history: Sequence[Observation]) -> Optional[int]:
         """The level to work on next (None: nothing can work)."""
         grid = self.grid
         top = self._top(history)
+        if weights_do_not_fit(history):
+            return None
         levels = {grid.index(o.memory) for o in history if o.memory is not None}
-        too_high = [i for i in levels if {o.outcome for o in self._at(history, i)} & TOO_HIGH]
-        failed_low = [i for i in levels if self._works(history, i) is False and i not in too_high]
+        high = [i for i in levels if any(too_high(o) for o in self._at(history, i))]
+        failed_low = [i for i in levels if self._works(history, i) is False and i not in high]
         floor = max(failed_low, default=grid.lowest - 1)
         open_levels = [i for i in levels if self._works(history, i) is None and floor < i <= top]
         if open_levels:
@@ -266,14 +277,14 @@ class LongestAtHighestUtilization(Objective):
         if top <= floor:
             return best
         safe = self._highest_safe(history)
-        if best is not None and (best >= top or (safe is not None and best >= min(top, safe))):
-            return best
+        if best is not None and best >= top:
+            return best  # proven: the level above is too high, or this is the cap
         lower = best if best is not None else floor
         if safe is not None and lower < safe <= top and safe not in levels:
             return safe
         if best is None and top not in levels:
-            if too_high and safe is None:  # no numbers: gallop down from the OOM
-                return max(floor + 1, min(too_high) - 2 ** (len(too_high) - 1))
+            if high and safe is None:  # no numbers: gallop down from the OOM
+                return max(floor + 1, min(high) - 2 ** (len(high) - 1))
             return top
         middle = (lower + top + 1) // 2
         return middle if lower < middle and middle not in levels else best
@@ -304,7 +315,7 @@ class WalkDown(Objective):
     walk too, and that utilization is its answer. Kept to measure the other objectives against.
     """
 
-    informative = frozenset({Outcome.FREE_MEMORY_SHORT, Outcome.OOM})
+    informative = frozenset({Outcome.FREE_MEMORY_SHORT})
     START = 0.98
 
     def __init__(self, length: int, floor: float = 0.01):
@@ -312,8 +323,7 @@ class WalkDown(Objective):
 
     @staticmethod
     def _started(obs: Observation) -> bool:
-        return obs.outcome is Outcome.OK or obs.outcome is Outcome.REQUEST_FAILED or (
-            obs.outcome is Outcome.OOM and obs.kv_bytes is not None)  # OOM after the KV cache was sized
+        return obs.started or (obs.outcome is Outcome.OOM and obs.kv_bytes is not None)  # after KV sizing
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         if any(self._started(obs) for obs in history):

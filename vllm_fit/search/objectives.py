@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from .base import Candidate, Observation
-from .length import LengthStrategy
+from typing import Any, Callable, FrozenSet
+
 from ..outcome import Outcome
+from .base import Candidate, Observation, weights_do_not_fit, why_nothing_fits
+from .length import LengthStrategy
 
 
 class Objective:
     """Base: propose candidates and pick the fit from observations."""
 
-    informative = frozenset()
+    informative: FrozenSet[Outcome] = frozenset()
     """Outcomes this objective learns from that would stop a search with the memory knob fixed."""
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
@@ -25,6 +27,10 @@ class Objective:
     def fit(self, history: Sequence[Observation]) -> Optional[int]:
         """Index of the winning observation in history, or None when nothing fits."""
         raise NotImplementedError
+
+    def why_nothing_fits(self, history: Sequence[Observation]) -> Optional[str]:
+        """When the search ends without a fit: the reason in numbers, if the trials give one."""
+        return why_nothing_fits(history)
 
 
 class LongestAtFixedMemory(Objective):
@@ -37,6 +43,8 @@ class LongestAtFixedMemory(Objective):
         self.kv_cache_memory_bytes = kv_cache_memory_bytes
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
+        if weights_do_not_fit(history):
+            return None
         length = self.strategy.propose(history)
         if length is None:
             return None
@@ -47,7 +55,7 @@ class LongestAtFixedMemory(Objective):
         return last_ok_index(history, lambda obs: obs.length == best) if best is not None else None
 
 
-def last_ok_index(history: Sequence[Observation], predicate) -> Optional[int]:
+def last_ok_index(history: Sequence[Observation], predicate: Callable[[Observation], Any]) -> Optional[int]:
     """Index of the last verified observation that satisfies predicate."""
     for index in range(len(history) - 1, -1, -1):
         if history[index].outcome is Outcome.OK and predicate(history[index]):

@@ -83,5 +83,6 @@ class LLM:
         plan = self._plan
         if not plan["request_ok"]:
             raise RuntimeError(fakegpu.request_oom_message(plan))
-        ids = prompt["prompt_token_ids"]
-        return [_Obj(prompt_token_ids=ids, outputs=[_Obj(token_ids=[7] * params.max_tokens, finish_reason="length")])]
+        prompts = prompt if isinstance(prompt, list) else [prompt]  # one prompt, or a list, as vLLM takes them
+        return [_Obj(prompt_token_ids=p["prompt_token_ids"],
+                     outputs=[_Obj(token_ids=[7] * params.max_tokens, finish_reason="length")]) for p in prompts]

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Pattern, Tuple
 
-from .outcome import CapacityFacts
+from ..outcome import CapacityFacts
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _PROC_PREFIX = re.compile(r"^\s*(?:\[rank\d+\]:\s*|\([^()]*?\bpid=\d+[^()]*\)\s*)")
@@ -19,6 +19,8 @@ _HEADER = re.compile(
     r"^(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d\d-\d\d\s+\d\d:\d\d:\d\d(?:[.,]\d+)?\s+"
     r"\[?[^\]\s]+:\d+\]\s?"
 )
+MAX_LINE = 20000
+"""Longer physical lines are cut (a runaway line must not cost the parser minutes)."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,7 @@ def log_lines(text: str) -> List[LogLine]:
     """Split output into lines (\\n, \\r\\n and bare \\r all end a line) with prefixes stripped."""
     lines = []
     for raw in re.split(r"\r\n|\n|\r", text):
-        plain = _ANSI.sub("", raw)
+        plain = _ANSI.sub("", raw[:MAX_LINE])
         if plain.strip():
             lines.append(LogLine(raw=plain.rstrip(), msg=_strip_prefixes(plain).strip()))
     return lines
@@ -57,7 +59,7 @@ def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-# --- capacity lines -----------------------------------------------------------------------------
+# --- capacity and memory lines (section 1) ---------------------------------------------------------
 
 V1_TOKENS = re.compile(r"(?:\b[A-Z]+(?: \+ host)? )?KV cache size: ([\d,]+) tokens")
 CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
@@ -75,23 +77,42 @@ V0_PROFILE_KV = re.compile(r"the rest of the memory reserved for KV Cache is (-?
 V0_PROFILE_TOTAL = re.compile(
     r"total_gpu_memory \(([\d.]+) ?GiB\) x gpu_memory_utilization \(([\d.]+)\) = ([\d.]+) ?GiB"
 )
+V0_PROFILE_PARTS = re.compile(
+    r"model weights take (-?[\d.]+) ?GiB; non_torch_memory takes (-?[\d.]+) ?GiB; "
+    r"PyTorch activation peak memory takes (-?[\d.]+) ?GiB"
+)
 V0_064_PROFILE = re.compile(
-    r"total_gpu_memory=([\d.]+)GiB.*kv_cache_size=(-?[\d.]+)GiB gpu_memory_utilization=([\d.]+)"
+    r"total_gpu_memory=([\d.]+)GiB initial_memory_usage=([\d.]+)GiB peak_torch_memory=([\d.]+)GiB"
+    r".*non_torch_memory=([\d.]+)GiB kv_cache_size=(-?[\d.]+)GiB gpu_memory_utilization=([\d.]+)"
 )
 CPU_KV_SET = re.compile(r"(?:Explicitly|Auto) set \((-?[\d.]+)/([\d.]+)\) GiB for KV cache on node \d+")
+CPU_KV_DEFAULT = re.compile(r"VLLM_CPU_KVCACHE_SPACE not set\. Using ([\d.]+) GiB for KV cache")
+KV_BYTES_SET = re.compile(r"reserved (-?[\d.]+) ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
 FREE_MEMORY_INFO = re.compile(
     r"Free memory on device(?: \S+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. "
     r"Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
 )
-AUTOFIT = re.compile(
-    r"(?:Auto-fit max_model_len: reduced from \d+ to (\d+)"
-    r"|Auto-fit max_model_len: full model context length (\d+) fits"
-    r"|--max-model-len auto reduced max_model_len from \d+ to (\d+))"
+USAGE_INFO = re.compile(
+    r"Actual usage is (-?[\d.]+) GiB for weight, (-?[\d.]+) GiB for peak activation, (-?[\d.]+) GiB for "
+    r"non-torch memory, and (-?[\d.]+) GiB for CUDAGraph memory"
 )
+USAGE_INFO_034 = re.compile(
+    r"Actual usage is (-?[\d.]+) GiB for consumed memory \(weights \+ non-torch\), (-?[\d.]+) GiB for peak "
+    r"activation, and (-?[\d.]+) GiB for CUDAGraph memory"
+)
+KV_IN_USE_BYTES = re.compile(r"Current kv cache memory in use is (\d+) bytes")
+WEIGHTS_LOADED = re.compile(
+    r"(?:Model loading took|Loading model weights took(?: in total)?|Loading weights took) (-?[\d.]+) ?Gi?B"
+)
+AUTOFIT_REDUCED = re.compile(
+    r"Auto-fit max_model_len: reduced from \d+ to (\d+)|--max-model-len auto reduced max_model_len from \d+ to (\d+)"
+)
+AUTOFIT_FULL = re.compile(r"Auto-fit max_model_len: full model context length (\d+) fits")
 USING_MAX_LEN = re.compile(r"Using max model len (\d+)")
-BANNER = re.compile(r"Initializing an? (?:V[01] )?LLM engine \(v([^)\s]+)\)")
+BANNER = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine \(v([^)\s]+)\)")
+V0_FALLBACK = re.compile(r"is not supported by the V1 Engine\. Falling back to V0")
 
-# --- error lines (the root causes; see classify.py for their priority) ---------------------------
+# --- error lines (the root causes; see classify.py for their priority) ----------------------------
 
 V1_TOO_LONG = re.compile(
     r"To serve at least one request with the models?'s max seq len \((\d+)\), "
@@ -122,19 +143,31 @@ OOM = re.compile(
     r"|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|XPU out of memory|Cuda failure 'out of memory'"
     r"|DefaultCPUAllocator: can't allocate memory|\bMemoryError\b"
 )
+NO_DEVICE = re.compile(
+    r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver on your system"
+    r"|no CUDA-capable device is detected|CUDA initialization is blocked|Device string must not be empty"
+    r"|CUDA driver initialization failed|NVIDIA driver on your system is too old"
+)
 BAD_CONFIG = re.compile(
     r"must be divisible by tensor parallel size|must be divisible by pipeline parallel size"
     r"|GPU memory utilization must be less than 1\.0|\d+ validation errors? for \w+"
     r"|got an unexpected keyword argument|is smaller than max_model_len \(\d+\)\. This effectively limits"
-    r"|Unknown quantization method|is not supported for the selected"
+    r"|Unknown quantization method|is not supported for the selected|exceeds the total number of available GPUs"
+    r"|No common block size for"
 )
+V0_BLOCK_MANAGER = re.compile(r"exceeds the capacity of block_manager|is too long and exceeds limit of \d+")
 OOM_ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?([KMGT]i?B|bytes)")
 OOM_FREE = re.compile(r"of which ([\d.]+) ?([KMGT]i?B|bytes) is free|([\d.]+) ?([KMGT]i?B|bytes) free;")
 _UNIT = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
          "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}  # torch prints binary units
 NONDETERMINISTIC = re.compile(
     r"NCCL error|DistNetworkError|EADDRINUSE|Address already in use|Connection reset by peer"
+    r"|an illegal memory access was encountered|Triton Error \[CUDA\]|unspecified launch failure"
+    r"|uncorrectable ECC error|CUDA error: unknown error"
 )
+KV_SIZED = (V1_TOKENS, BLOCKS, OPENVINO_BLOCKS, EXTENDED_BLOCKS, AVAILABLE_KV, V0_PROFILE_KV, V0_064_PROFILE,
+            CPU_KV_SET, KV_BYTES_SET)
+"""Lines that say the KV cache has been sized: an OOM after them is not about weights or profiling."""
 
 
 def find_all(pattern: Pattern[str], lines: Iterable[LogLine]) -> List[Tuple[LogLine, "re.Match[str]"]]:
@@ -180,16 +213,47 @@ def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
         blocks = [int(extended[-1][1].group(1))]
     if blocks:
         facts.num_blocks = min(blocks)
-    kv_gib = [_number(m.group(1)) for _, m in take(AVAILABLE_KV) + take(V0_PROFILE_KV)]
+    _read_kv_memory(facts, take)
+    if extended:  # 0.34: the KV cache as extended after warm-up is the final one
+        facts.available_kv_gib = _number(extended[-1][1].group(2))
+    _read_usage(facts, take)
+    autofit = take(AUTOFIT_REDUCED)
+    full = take(AUTOFIT_FULL)
+    if autofit or full:
+        reduced_last = bool(autofit) and (not full or lines.index(autofit[-1][0]) > lines.index(full[-1][0]))
+        facts.autofit_reduced = reduced_last
+        facts.autofit_len = int(first_group(autofit[-1][1]) or 0) if reduced_last else int(full[-1][1].group(1))
+    using = find_all(USING_MAX_LEN, lines)
+    if using:
+        facts.effective_max_model_len = int(using[-1][1].group(1))
+    banner = find_all(BANNER, lines)
+    if banner:
+        engine, facts.engine_version = banner[-1][1].group(1), banner[-1][1].group(2)
+        facts.engine = engine.lower() if engine else "v0"  # before 0.7.1 the banner names no engine: V0
+    if find_all(V0_FALLBACK, lines):
+        facts.engine = "v0"
+    return facts, evidence
+
+
+def _read_kv_memory(facts: CapacityFacts, take) -> None:
+    """The KV cache's size in GiB (and exact bytes where printed), from whichever line this version prints."""
+    kv_gib = [_number(m.group(1)) for _, m in take(AVAILABLE_KV) + take(V0_PROFILE_KV) + take(KV_BYTES_SET)]
     for _, match in take(CPU_KV_SET):
         kv_gib.append(_number(match.group(1)))
         facts.total_memory_gib = _number(match.group(2))
+    kv_gib += [_number(m.group(1)) for _, m in take(CPU_KV_DEFAULT)]
     for _, match in take(V0_064_PROFILE):
         facts.total_memory_gib = _number(match.group(1))
-        kv_gib.append(_number(match.group(2)))
-        facts.gpu_memory_utilization = _number(match.group(3))
+        facts.weights_gib = _number(match.group(2))
+        facts.activation_gib = round(_number(match.group(3)) - facts.weights_gib, 2)
+        facts.non_torch_gib = _number(match.group(4))
+        kv_gib.append(_number(match.group(5)))
+        facts.gpu_memory_utilization = _number(match.group(6))
     if kv_gib:
         facts.available_kv_gib = min(kv_gib)
+    exact = take(KV_IN_USE_BYTES)
+    if exact:
+        facts.kv_cache_bytes = min(int(m.group(1)) for _, m in exact)
     for _, match in take(V0_PROFILE_TOTAL):
         facts.total_memory_gib = _number(match.group(1))
         facts.gpu_memory_utilization = _number(match.group(2))
@@ -198,20 +262,24 @@ def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
         facts.free_memory_gib, facts.total_memory_gib = _number(match.group(1)), _number(match.group(2))
         facts.gpu_memory_utilization = _number(match.group(3))
         facts.requested_memory_gib = _number(match.group(4))
-    autofit = take(AUTOFIT)
-    if autofit:
-        facts.autofit_len = int(first_group(autofit[-1][1]) or 0)
-    using = find_all(USING_MAX_LEN, lines)
-    if using:
-        facts.effective_max_model_len = int(using[-1][1].group(1))
-    banner = find_all(BANNER, lines)
-    if banner:
-        facts.engine_version = banner[-1][1].group(1)
-    return facts, evidence
+
+
+def _read_usage(facts: CapacityFacts, take) -> None:
+    """What the weights, activations, non-torch memory and CUDA graphs took (V0 profile, V1 0.10.2+)."""
+    for _, match in take(WEIGHTS_LOADED):
+        facts.weights_gib = _number(match.group(1))
+    for _, match in take(V0_PROFILE_PARTS):
+        facts.weights_gib, facts.non_torch_gib = _number(match.group(1)), _number(match.group(2))
+        facts.activation_gib = _number(match.group(3))
+    for _, match in take(USAGE_INFO):
+        facts.weights_gib, facts.activation_gib = _number(match.group(1)), _number(match.group(2))
+        facts.non_torch_gib, facts.cudagraph_gib = _number(match.group(3)), _number(match.group(4))
+    for _, match in take(USAGE_INFO_034):
+        facts.activation_gib, facts.cudagraph_gib = _number(match.group(2)), _number(match.group(3))
 
 
 def read_error_facts(facts: CapacityFacts, match: "re.Match[str]") -> None:
-    """Copy the numbers of a too-long, derived-maximum or free-memory error into facts."""
+    """Copy the numbers of a too-long, derived-maximum, out-of-memory or free-memory error into facts."""
     pattern = match.re
     if pattern is V1_TOO_LONG:
         facts.error_max_model_len = int(match.group(1))

@@ -7,7 +7,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+import math
 from typing import Any, Dict, Optional
+
+from ..errors import BadInput
 
 # The keys vLLM reads for the model's maximum length (_get_and_verify_max_len), smallest wins.
 _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
@@ -25,6 +28,8 @@ class ModelInfo:
     kv_bytes_per_token: Optional[int]
     config_sha256: Optional[str]
     num_kv_heads: Optional[int] = None
+    sliding_window: Optional[int] = None
+    """The window of a sliding-window model that really uses it (None: full attention)."""
 
     def kv_bytes_per_rank(self, tensor_parallel_size: int) -> Optional[int]:
         """KV bytes per token on one device: KV heads split across ranks, replicated when fewer."""
@@ -48,7 +53,7 @@ def _text_config(config: Dict[str, Any]) -> Dict[str, Any]:
 def derived_max_len(config: Dict[str, Any]) -> Optional[int]:
     """The model's maximum length as vLLM derives it (minimum of the length keys, RoPE scaling)."""
     config = _text_config(config)
-    values = [config[key] for key in _MAX_LEN_KEYS if isinstance(config.get(key), (int, float))]
+    values = [_number(config, key) for key in _MAX_LEN_KEYS if key in config and config[key] is not None]
     if not values:
         return None
     derived = float(min(values))
@@ -57,15 +62,33 @@ def derived_max_len(config: Dict[str, Any]) -> Optional[int]:
         rope_type = scaling.get("rope_type", scaling.get("type"))
         if rope_type not in ("su", "longrope", "llama3", "default", "mrope"):
             if rope_type == "yarn" and "original_max_position_embeddings" in scaling:
-                derived = float(scaling["original_max_position_embeddings"])
-            derived *= float(scaling["factor"])
+                derived = float(_number(scaling, "original_max_position_embeddings"))
+            derived *= float(_number(scaling, "factor"))
+    if not math.isfinite(derived) or derived < 1 or derived > 1 << 40:
+        raise ValueError("the model's maximum length works out to %r" % derived)
     return int(derived)
+
+
+def _number(mapping: Dict[str, Any], key: str) -> float:
+    value = mapping.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError("%s must be a finite number, got %r" % (key, value))
+    return float(value)
+
+
+def sliding_window(config: Dict[str, Any]) -> Optional[int]:
+    """The sliding window the model really uses: Qwen2 configs carry one with use_sliding_window false."""
+    config = _text_config(config)
+    window = config.get("sliding_window")
+    if config.get("use_sliding_window") is False or isinstance(window, bool) or not isinstance(window, int):
+        return None
+    return window if window > 0 else None
 
 
 def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     """KV cache bytes per token for plain full attention; None for layouts it cannot know (MLA ...)."""
     config = _text_config(config)
-    if config.get("kv_lora_rank") or config.get("layer_types") or config.get("sliding_window"):
+    if config.get("kv_lora_rank") or config.get("layer_types") or sliding_window(config):
         return None
     layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
     kv_heads = config.get("num_key_value_heads", heads)
@@ -98,15 +121,28 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
     if not config_file.is_file():
         return ModelInfo(None, None, None, None, None)
     raw = config_file.read_bytes()
-    config = json.loads(raw)
-    text = _text_config(config)
+    try:
+        config = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        if not isinstance(config, dict):
+            raise ValueError("it is not a JSON object")
+        text = _text_config(config)
+        derived = derived_max_len(config)
+        kv_per_token = kv_bytes_per_token(config)
+        window = sliding_window(config)
+    except (UnicodeDecodeError, ValueError, TypeError, ZeroDivisionError) as exc:
+        raise BadInput("%s is not a config.json vLLM can read (%s); fix or replace it" % (config_file, exc)) from None
     heads = text.get("num_attention_heads")
     kv_heads = text.get("num_key_value_heads", heads)
     return ModelInfo(
         path=path.resolve(),
-        derived_max_len=derived_max_len(config),
+        derived_max_len=derived,
         num_attention_heads=heads if isinstance(heads, int) else None,
-        kv_bytes_per_token=kv_bytes_per_token(config),
+        kv_bytes_per_token=kv_per_token,
         config_sha256=hashlib.sha256(raw).hexdigest(),
-        num_kv_heads=kv_heads if isinstance(kv_heads, int) else None,
+        num_kv_heads=kv_heads if isinstance(kv_heads, int) and not isinstance(kv_heads, bool) else None,
+        sliding_window=window,
     )
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError("%s is not a number vLLM takes" % name)

@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from .errors import EnvironmentProblem
+from ..errors import BadInput, EnvironmentProblem, one_line
 
 # Runs in the target interpreter. importlib.metadata needs Python 3.8; find_spec does not import.
 _QUERY = r"""
@@ -26,13 +26,26 @@ try:
                 continue
 except ImportError:
     pass
+import re
+vllm_spec = importlib.util.find_spec("vllm")  # no metadata (a source tree, a stand-in): read the version file
+for folder in (vllm_spec.submodule_search_locations or []) if vllm_spec and not out.get("vllm") else []:
+    for name in ("_version.py", "version.py", "__init__.py"):
+        try:
+            text = open(folder + "/" + name).read()
+        except OSError:
+            continue
+        match = re.search(r"^__version__\s*(?::[^=]*)?=\s*(?:version\s*=\s*)?['\"]([^'\"]+)['\"]", text, re.M)
+        if match:
+            out["vllm"] = match.group(1)
+            break
+    if out.get("vllm"):
+        break
 torch_spec = importlib.util.find_spec("torch")  # CUDA/HIP versions, read from torch/version.py as text
 for folder in (torch_spec.submodule_search_locations or []) if torch_spec else []:
     try:
         text = open(folder + "/version.py").read()
     except OSError:
         continue
-    import re
     for key in ("cuda", "hip"):
         match = re.search(r"^%s\s*(?::[^=]*)?=\s*['\"]([^'\"]+)['\"]" % key, text, re.M)
         out["torch_" + key] = match.group(1) if match else None
@@ -56,16 +69,18 @@ class Interpreter:
 def inspect_interpreter(python: str, timeout_s: float = 60.0) -> Interpreter:
     """Query `python`; raise EnvironmentProblem when it cannot run or has no vLLM."""
     try:
-        done = subprocess.run([python, "-c", _QUERY], capture_output=True, text=True,
+        done = subprocess.run([python, "-c", _QUERY], capture_output=True, text=True, errors="replace",
                               timeout=timeout_s, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentProblem("cannot run the interpreter %s (%s); pass the vLLM environment's"
                                  " python with --python" % (python, exc)) from exc
     try:
         info = json.loads(done.stdout.strip().splitlines()[-1])
+        if not isinstance(info, dict) or "python" not in info:
+            raise ValueError("unexpected answer")
     except (IndexError, ValueError) as exc:
-        raise EnvironmentProblem("the interpreter %s did not answer (%s); pass a working python with"
-                                 " --python" % (python, done.stderr.strip()[-300:])) from exc
+        raise BadInput("--python %s is not a Python interpreter that answers (%s); pass the vLLM"
+                       " environment's python" % (python, one_line(done.stderr.strip()[-300:]) or "no output")) from exc
     if not info.get("vllm_found"):
         raise EnvironmentProblem("the interpreter %s cannot import vllm; install vLLM there or pass"
                                  " the vLLM environment's python with --python" % python)

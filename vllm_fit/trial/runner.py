@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -19,10 +20,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
 
 import psutil
 
-from . import phases
-from .probe import PHASE_MARKER
+from ..logs import phases
+from ..logs.phases import Phase
+from ..probe import PHASE_MARKER, SECRET_ARGS_ENV
+from ..redact import is_secret_name, public_args, scrub, secret_values
 
-PROBE_PATH = Path(__file__).with_name("probe.py")
+PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe.py"
 TERM_GRACE_S = 5.0
 """After SIGTERM to the group, how long before SIGKILL."""
 SHUTDOWN_GRACE_S = 10.0
@@ -30,8 +33,8 @@ SHUTDOWN_GRACE_S = 10.0
 GONE_TIMEOUT_S = 30.0
 """How long to wait for killed processes to disappear before reporting them."""
 
-REMOVED_ENV = ("VLLM_CPU_KVCACHE_SPACE",)
-"""Removed from the child's environment: it overrides the KV size the tool sets."""
+KV_SIZE_ENV = ("VLLM_CPU_KVCACHE_SPACE",)
+"""Removed from the child's environment when the tool sets the KV size: it would override it."""
 FORCED_ENV = {
     "NO_COLOR": "1",
     "VLLM_LOGGING_COLOR": "0",
@@ -42,9 +45,11 @@ FORCED_ENV = {
 """Set in the child's environment: plain, unbuffered, parseable logs."""
 
 
-def trial_environment(base: Mapping[str, str], extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
-    """The child's environment: the caller's, minus REMOVED_ENV, plus FORCED_ENV and `extra`."""
-    env = {key: value for key, value in base.items() if key not in REMOVED_ENV}
+def trial_environment(base: Mapping[str, str], sets_kv_size: bool = True,
+                      extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+    """The child's environment: the caller's, plus FORCED_ENV and `extra`; without the CPU KV
+    override when the tool sets the KV size itself (`sets_kv_size`)."""
+    env = {key: value for key, value in base.items() if not (sets_kv_size and key in KV_SIZE_ENV)}
     env.update(FORCED_ENV)
     if env.get("VLLM_LOGGING_LEVEL", "INFO").upper() != "DEBUG":
         env["VLLM_LOGGING_LEVEL"] = "INFO"  # the capacity lines are INFO
@@ -52,8 +57,8 @@ def trial_environment(base: Mapping[str, str], extra: Optional[Mapping[str, str]
     return env
 
 
-@dataclass
-class TrialRun:
+@dataclass(frozen=True)
+class ProcessRun:
     """What one probe process left behind: its output, its result file, how it ended."""
 
     argv: List[str]
@@ -70,16 +75,16 @@ class TrialRun:
 class _OutputPump(threading.Thread):
     """Reads the child's merged output line by line into memory, a log file and a callback."""
 
-    def __init__(self, stream, log_path: Optional[Path], on_line: Callable[[str], None]):
+    def __init__(self, stream, log_path: Optional[Path], on_line: Callable[[str], None], secrets: Sequence[str]):
         super().__init__(daemon=True)
-        self.stream, self.log_path, self.on_line = stream, log_path, on_line
+        self.stream, self.log_path, self.on_line, self.secrets = stream, log_path, on_line, list(secrets)
         self.chunks: List[str] = []
 
     def run(self) -> None:
-        log = open(self.log_path, "w", encoding="utf-8") if self.log_path else None
+        log = open(self.log_path, "w", encoding="utf-8") if self.log_path else None  # in a 0700 folder
         try:
             for raw in iter(self.stream.readline, b""):
-                line = raw.decode("utf-8", errors="replace")
+                line = scrub(raw.decode("utf-8", errors="replace"), self.secrets)
                 self.chunks.append(line)
                 if log:
                     log.write(line)
@@ -160,33 +165,46 @@ def _reap(popen: subprocess.Popen, block: bool = False) -> None:
 
 def run_probe(
     python: str,
-    spec: Dict[str, Any],
-    work_dir: Path,
+    llm_kwargs: Mapping[str, Any],
+    trial_dir: Path,
     *,
     timeout_s: float,
     env: Mapping[str, str],
-    on_phase: Callable[[str], None] = lambda phase: None,
-) -> TrialRun:
+    request_timeout_s: Optional[float] = None,
+    sequences: int = 1,
+    on_phase: Callable[[Phase], None] = lambda phase: None,
+) -> ProcessRun:
     """Run the probe on one spec in a fresh session and return its output and result.
 
-    The child runs in the caller's working directory (relative model paths mean what the user
-    typed); the spec gets `result_path` inside work_dir; the output goes to work_dir/output.log too.
+    The probe is copied alone into trial_dir and run from there, so none of vllm-fit's modules can
+    shadow a package the trial imports. The child runs in the caller's working directory (relative
+    model paths mean what the user typed). Secret engine arguments travel in the child's
+    environment, never in the spec file. The request phase has its own timeout: a request that
+    hangs (vLLM's null-block hang) ends at `request_timeout_s`, not at the trial timeout.
     """
-    work_dir.mkdir(parents=True, exist_ok=True)
-    result_path = work_dir / "result.json"
+    trial_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    result_path = trial_dir / "result.json"
     if result_path.exists():
         result_path.unlink()
-    spec = dict(spec, result_path=str(result_path))
-    spec_path = work_dir / "spec.json"
-    spec_path.write_text(json.dumps(spec, indent=1))
-    argv = [python, str(PROBE_PATH), str(spec_path)]
-    state: Dict[str, Any] = {"probe_phase": None, "done_at": None, "phase": None}
+    secret_args = {key: value for key, value in llm_kwargs.items() if is_secret_name(key)}
+    spec = {"llm_kwargs": public_args(llm_kwargs), "sequences": sequences, "result_path": str(result_path)}
+    spec_path = trial_dir / "spec.json"
+    spec_path.write_text(json.dumps(spec, indent=1, default=str))
+    probe_path = trial_dir / "probe.py"
+    shutil.copyfile(PROBE_SOURCE, probe_path)
+    argv = [python, str(probe_path), str(spec_path)]
+    child_env = dict(env)
+    if secret_args:
+        child_env[SECRET_ARGS_ENV] = json.dumps(dict(secret_args))
+    state: Dict[str, Any] = {"probe_phase": None, "done_at": None, "request_at": None, "phase": None}
 
     def on_line(line: str) -> None:
         if PHASE_MARKER in line:
             state["probe_phase"] = line.split(PHASE_MARKER, 1)[1].strip()
             if state["probe_phase"] == "done":
                 state["done_at"] = time.monotonic()
+            if state["probe_phase"] == "request":
+                state["request_at"] = time.monotonic()
         phase = phases.advance(state["phase"], line)
         if phase != state["phase"]:
             state["phase"] = phase
@@ -195,29 +213,43 @@ def run_probe(
     started = time.monotonic()
     popen = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env=dict(env), start_new_session=True,
+        env=child_env, start_new_session=True,
     )
-    pump = _OutputPump(popen.stdout, work_dir / "output.log", on_line)
+    pump = _OutputPump(popen.stdout, trial_dir / "output.log", on_line, secret_values(secret_args, env))
     pump.start()
     descendants: List[psutil.Process] = []
     timed_out = False
     survivors: List[int] = []
     try:
-        timed_out = _wait(popen, started, timeout_s, state, descendants)
+        timed_out = _wait(popen, started, timeout_s, request_timeout_s or timeout_s, state, descendants)
     finally:
         survivors = kill_tree(popen, descendants)
         pump.join(timeout=GONE_TIMEOUT_S)
-    result = json.loads(result_path.read_text()) if result_path.exists() else None
-    return TrialRun(
+    result = _read_result(result_path, pump.secrets)
+    return ProcessRun(
         argv=argv, log_text=pump.text(), result=result, exit_code=popen.returncode,
         timed_out=timed_out, duration_s=round(time.monotonic() - started, 2),
         probe_phase=state["probe_phase"], survivors=survivors,
     )
 
 
-def _wait(popen: subprocess.Popen, started: float, timeout_s: float, state: Dict[str, Any],
-          descendants: List[psutil.Process]) -> bool:
-    """Wait for the probe to exit (or to linger after its result); return True on timeout."""
+def _read_result(path: Path, secrets: Sequence[str]) -> Optional[Dict[str, Any]]:
+    """The probe's result (scrubbed of secrets, on disk too), or None when it wrote none (killed)
+    or wrote something unreadable."""
+    try:
+        text = path.read_text()
+        clean = scrub(text, secrets)
+        if clean != text:
+            path.write_text(clean)
+        data = json.loads(clean)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _wait(popen: subprocess.Popen, started: float, timeout_s: float, request_timeout_s: float,
+          state: Dict[str, Any], descendants: List[psutil.Process]) -> bool:
+    """Wait for the probe to exit (or to linger after its result); return True on a timeout."""
     known = set()
     while True:
         try:
@@ -233,7 +265,11 @@ def _wait(popen: subprocess.Popen, started: float, timeout_s: float, state: Dict
         except psutil.NoSuchProcess:
             pass  # exited while we looked; popen.wait reaps it next round
         now = time.monotonic()
-        if state["done_at"] is not None and now - state["done_at"] > SHUTDOWN_GRACE_S:
-            return False  # result written; vLLM's own shutdown is taking too long
+        if state["done_at"] is not None:
+            if now - state["done_at"] > SHUTDOWN_GRACE_S:
+                return False  # result written; vLLM's own shutdown is taking too long
+            continue
+        if state["request_at"] is not None and now - state["request_at"] > request_timeout_s:
+            return True
         if now - started > timeout_s:
             return True

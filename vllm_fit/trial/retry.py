@@ -1,21 +1,21 @@
 """Retries of transient trial failures, with backoff and a small bound (tenacity).
 
 Transient: free device memory short at start-up (often a previous trial's memory not yet released,
-or another job's burst), and crashes that vLLM or the system reports as non-deterministic (NCCL
+or another job's burst), and failures that vLLM or the system reports as non-deterministic (NCCL
 hiccups, a port in use). Deterministic outcomes (too long for the KV cache, over the model's
 maximum, bad config, OOM) are never retried: the same launch would prove the same thing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Callable, List
+from typing import Any, Callable, List
 
 from tenacity import Retrying, retry_if_result, stop_after_attempt, wait_exponential
 
-from .classify import is_nondeterministic
-from .outcome import Classification, Outcome
-from .trial import TrialRecord
+from ..outcome import Outcome
+from .record import TrialRecord
 
 
 @dataclass(frozen=True)
@@ -31,23 +31,18 @@ class RetryPolicy:
 
 def is_transient(record: TrialRecord) -> bool:
     """True for outcomes worth launching the same candidate again."""
-    if record.outcome is Outcome.FREE_MEMORY_SHORT:
-        return True
-    verdict = Classification(record.outcome, record.detail, record.facts, record.evidence)
-    return is_nondeterministic(verdict, record.log)
+    return record.outcome is Outcome.FREE_MEMORY_SHORT or (record.transient and record.outcome is not Outcome.OK)
 
 
-def run_with_retries(attempt: Callable[[], TrialRecord], policy: RetryPolicy,
-                     before_retry: Callable[[], None] = lambda: None) -> TrialRecord:
+def run_with_retries(attempt: Callable[[], TrialRecord], policy: RetryPolicy) -> TrialRecord:
     """Run `attempt` until it is not transient or the policy's bound is reached.
 
-    The returned record is the last attempt's; the earlier ones are kept in its `retries`.
+    The returned record is the last attempt's, with the earlier ones summarised in its `retries`.
     """
     failed: List[TrialRecord] = []
 
-    def remember(state) -> None:
+    def remember(state: Any) -> None:
         failed.append(state.outcome.result())
-        before_retry()
 
     retrying = Retrying(
         stop=stop_after_attempt(policy.attempts),
@@ -57,6 +52,6 @@ def run_with_retries(attempt: Callable[[], TrialRecord], policy: RetryPolicy,
         before_sleep=remember,
     )
     record = retrying(attempt)
-    record.retries = [{"outcome": r.outcome.value, "detail": r.detail, "duration_s": r.duration_s,
-                       "evidence": r.evidence[-5:]} for r in failed]
-    return record
+    earlier = tuple({"outcome": r.outcome.value, "detail": r.detail, "duration_s": r.duration_s,
+                     "evidence": list(r.evidence[-5:])} for r in failed)
+    return dataclasses.replace(record, retries=earlier)

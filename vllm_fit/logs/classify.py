@@ -3,16 +3,18 @@
 The root cause is searched in the captured output first (in vLLM's multiprocess mode the caller only
 sees "Engine core initialization failed"), then in the exception the probe caught (in-process mode
 vLLM raises the original error without logging it). Unrecognised failures are `crash`, with the tail.
+An error during the request that is neither an out-of-memory nor a length problem is a `crash` too:
+it proves nothing about the length.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Pattern, Tuple
 
+from ..outcome import CapacityFacts, Classification, OomStage, Outcome
+from ..probe import PHASE_MARKER
 from . import logparse
 from .logparse import LogLine
-from .outcome import CapacityFacts, Classification, Outcome
-from .probe import PHASE_MARKER
 
 LOG_TAIL_LINES = 40
 
@@ -24,7 +26,12 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (logparse.NO_KV_MEMORY, Outcome.NO_KV_MEMORY),
     (logparse.FREE_MEMORY_SHORT, Outcome.FREE_MEMORY_SHORT),
     (logparse.OOM, Outcome.OOM),
+    (logparse.NO_DEVICE, Outcome.ENVIRONMENT),
     (logparse.BAD_CONFIG, Outcome.BAD_CONFIG),
+]
+_REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
+    (logparse.OOM, Outcome.OOM),
+    (logparse.V0_BLOCK_MANAGER, Outcome.REQUEST_FAILED),
 ]
 
 _ENGINE_FACTS = {
@@ -43,13 +50,13 @@ def _exception_lines(result: Optional[Dict[str, Any]]) -> List[LogLine]:
     return logparse.log_lines(text)
 
 
-def _after_marker(lines: List[LogLine], phase: str) -> List[LogLine]:
-    """Lines printed after the probe announced `phase` (all lines when it never did)."""
+def _split_at_marker(lines: List[LogLine], phase: str) -> Tuple[List[LogLine], List[LogLine]]:
+    """(lines before, lines after) the probe's last announcement of `phase` (all before when never)."""
     marker = PHASE_MARKER + phase
     for index in range(len(lines) - 1, -1, -1):
         if lines[index].msg == marker:
-            return lines[index + 1:]
-    return lines
+            return lines[:index], lines[index + 1:]
+    return lines, []
 
 
 def _merge_engine_facts(facts: CapacityFacts, result: Optional[Dict[str, Any]]) -> None:
@@ -58,6 +65,17 @@ def _merge_engine_facts(facts: CapacityFacts, result: Optional[Dict[str, Any]]) 
     for source, target in _ENGINE_FACTS.items():
         if engine.get(source) is not None:
             setattr(facts, target, engine[source])
+
+
+def oom_stage(before: List[LogLine], in_request: bool) -> OomStage:
+    """Where memory ran out, from what the log had said before the error."""
+    if in_request:
+        return OomStage.REQUEST
+    if any(logparse.find_all(pattern, before) for pattern in logparse.KV_SIZED):
+        return OomStage.KV_ALLOCATION
+    if logparse.find_all(logparse.WEIGHTS_LOADED, before):
+        return OomStage.PROFILE
+    return OomStage.LOAD
 
 
 def _describe(outcome: Outcome, facts: CapacityFacts, line: str) -> str:
@@ -70,7 +88,26 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str) -> str:
         return "KV cache too small for one sequence (vLLM printed no estimate)"
     if outcome is Outcome.TOO_LONG_FOR_MODEL and facts.derived_max_len is not None:
         return "over the model's derived maximum of %d" % facts.derived_max_len
+    if outcome is Outcome.OOM and facts.oom_stage is not None:
+        return "out of memory (%s): %s" % (facts.oom_stage.value.replace("_", " "), line[:200])
     return line[:240]
+
+
+def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine], before: List[LogLine],
+            facts: CapacityFacts, capacity_evidence: List[str], phase: Optional[str],
+            in_request: bool) -> Optional[Classification]:
+    """The first root cause found in `searched`, classified with its numbers and line."""
+    for pattern, outcome in patterns:
+        hits = logparse.find_all(pattern, searched)
+        if not hits:
+            continue
+        line, match = hits[0]  # the log record; a bootstrap traceback may repeat it later
+        logparse.read_error_facts(facts, match)
+        if outcome is Outcome.OOM:
+            facts.oom_stage = oom_stage(before, in_request)
+        detail = _describe(outcome, facts, line.msg)
+        return Classification(outcome, detail, facts, capacity_evidence + [line.raw], phase)
+    return None
 
 
 def classify(
@@ -85,58 +122,57 @@ def classify(
     lines = logparse.log_lines(log_text)
     facts, capacity_evidence = logparse.read_capacity(lines)
     _merge_engine_facts(facts, result)
+    before_request, in_request = _split_at_marker(lines, "request")
     status = (result or {}).get("status")
-    phase = (result or {}).get("phase") or last_phase
+    if status is None and in_request:
+        status = "request_failed"  # the probe died while serving (0.7-0.8.4 kill their own process)
+    phase = (result or {}).get("phase") or ("request" if in_request else last_phase)
+    transient = bool(logparse.find_all(logparse.NONDETERMINISTIC, lines + _exception_lines(result)))
 
     if status == "ok":
-        request = result.get("request", {})  # type: ignore[union-attr]
+        request = (result or {}).get("request") or {}
         served = "served %s tokens in %ss" % (request.get("total_tokens"), request.get("seconds"))
         return Classification(Outcome.OK, served, facts, capacity_evidence, phase)
     if timed_out:
         if phase == "request":
-            return Classification(Outcome.REQUEST_FAILED, "the verification request hung; killed at the"
-                                  " trial timeout", facts, _tail(lines), phase)
+            return Classification(Outcome.REQUEST_FAILED, "the full-length request hung; killed at its timeout",
+                                  facts, capacity_evidence + _tail(lines), phase)
         return Classification(Outcome.TIMEOUT, "no result within the trial timeout (last phase: %s)"
                               % (phase or "unknown"), facts, _tail(lines), phase)
 
-    searched = _after_marker(lines, "request") if status == "request_failed" else lines
-    searched = searched + _exception_lines(result)
-    for pattern, outcome in _ROOT_CAUSES:
-        hits = logparse.find_all(pattern, searched)
-        if hits:
-            line, match = hits[0]  # the log record; a bootstrap traceback may repeat it later
-            logparse.read_error_facts(facts, match)
-            evidence = capacity_evidence + [line.raw]
-            return Classification(outcome, _describe(outcome, facts, line.msg), facts, evidence, phase)
-
-    tail = _tail(lines + _exception_lines(result))
     if status == "request_failed":
-        problem = result.get("request_problem") or _exception_summary(result)  # type: ignore[union-attr]
-        return Classification(Outcome.REQUEST_FAILED, problem, facts, tail or [problem], phase)
+        searched = in_request + _exception_lines(result)
+        verdict = _decide(_REQUEST_CAUSES, searched, before_request, facts, capacity_evidence, phase, True)
+        if verdict is not None:
+            return verdict
+        problem = (result or {}).get("request_problem")
+        if problem:  # served fewer tokens than asked: the KV cache could not hold the sequence
+            return Classification(Outcome.REQUEST_FAILED, problem, facts, capacity_evidence + [problem], phase)
+        detail = "the full-length request failed: %s" % _exception_summary(result)
+        return Classification(Outcome.CRASH, detail, facts, _tail(lines + _exception_lines(result)), phase,
+                              transient)
+
+    searched = lines + _exception_lines(result)
+    verdict = _decide(_ROOT_CAUSES, searched, lines, facts, capacity_evidence, phase, False)
+    if verdict is not None:
+        return verdict
+    tail = _tail(searched)
     if status == "import_failed":
         return Classification(Outcome.ENVIRONMENT, "the child could not import vLLM: "
                               + _exception_summary(result), facts, tail, phase)
     detail = "nothing recognised (exit code %s)" % exit_code
     if result and result.get("exception"):
         detail += ": " + _exception_summary(result)
-    return Classification(Outcome.CRASH, detail, facts, tail, phase)
+    return Classification(Outcome.CRASH, detail, facts, tail, phase, transient)
 
 
 def _exception_summary(result: Optional[Dict[str, Any]]) -> str:
     """`Type: first line of message` of the probe's caught exception."""
     exception = (result or {}).get("exception") or {}
     message = (exception.get("message") or "").strip().splitlines()
-    return "%s: %s" % (exception.get("type", "no exception"), message[0] if message else "")
+    return "%s: %s" % (exception.get("type", "no exception"), message[0][:200] if message else "")
 
 
 def _tail(lines: List[LogLine]) -> List[str]:
     """The last lines of output, kept as evidence when nothing else decided."""
     return [line.raw for line in lines[-LOG_TAIL_LINES:]]
-
-
-def is_nondeterministic(classification: Classification, log_text: str) -> bool:
-    """True for crashes that vLLM or the system reports as transient (port clash, NCCL hiccup)."""
-    if classification.outcome is not Outcome.CRASH:
-        return False
-    text = "\n".join([log_text, classification.detail] + classification.evidence)
-    return bool(logparse.find_all(logparse.NONDETERMINISTIC, logparse.log_lines(text)))

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, List
 
-from .batch import load_index
-from .errors import BadInput
-from .export.markdown import comparison
-from .export.yaml_config import read_comment_facts, read_config
+from ..errors import BadInput
+from ..export.markdown import comparison
+from ..export.yaml_config import read_comment_facts, read_config
+from .index import load_index
 
 
 def _from_config(path: Path) -> Dict[str, Any]:
@@ -23,10 +23,10 @@ def load_set(path: Path) -> Dict[str, Dict[str, Any]]:
     """Per name: the fit facts of a folder of configs (or its configs/ subfolder), or a batch index."""
     if path.is_file() and path.suffix == ".json":
         index = load_index(path)
-        return {e["name"]: {"max_model_len": (e.get("fit") or {}).get("max_model_len"),
-                            "kv_cache_tokens": (e.get("fit") or {}).get("kv_cache_tokens"),
-                            "gpu_memory_utilization": (e.get("fit") or {}).get("gpu_memory_utilization"),
-                            "kv_cache_memory_bytes": (e.get("fit") or {}).get("kv_cache_memory_bytes"),
+        return {e["name"]: {"max_model_len": e["fit"].get("max_model_len"),
+                            "kv_cache_tokens": e["fit"].get("kv_cache_tokens"),
+                            "gpu_memory_utilization": e["fit"].get("gpu_memory_utilization"),
+                            "kv_cache_memory_bytes": e["fit"].get("kv_cache_memory_bytes"),
                             "vllm": e.get("vllm_version")} for e in index["entries"] if e.get("fit")}
     if path.is_file():
         return {path.stem: _from_config(path)}
@@ -36,6 +36,18 @@ def load_set(path: Path) -> Dict[str, Dict[str, Any]]:
     return {config.stem: _from_config(config) for config in sorted(folder.glob("*.yaml"))}
 
 
-def compare(old: Path, new: Path) -> str:
-    """The Markdown comparison of two sets."""
-    return comparison(load_set(old), load_set(new))
+def regressions(old: Dict[str, Dict[str, Any]], new: Dict[str, Dict[str, Any]]) -> List[str]:
+    """Names whose fit got worse: gone, shorter, or less KV capacity."""
+    worse = []
+    for name, before in old.items():
+        after = new.get(name)
+        if after is None or (after.get("max_model_len") or 0) < (before.get("max_model_len") or 0) or (
+                before.get("kv_cache_tokens") and (after.get("kv_cache_tokens") or 0) < before["kv_cache_tokens"]):
+            worse.append(name)
+    return worse
+
+
+def compare(old: Path, new: Path) -> tuple:
+    """The Markdown comparison of two sets, and the names that regressed."""
+    before, after = load_set(old), load_set(new)
+    return comparison(before, after), regressions(before, after)

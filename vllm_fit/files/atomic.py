@@ -1,0 +1,63 @@
+"""Atomic file writes: a temporary file in the same folder, synced, renamed over the target, folder synced.
+
+Readers see the old file or the whole new one, never a part, and a reboot keeps what was written.
+The new file gets normal permissions (0666 minus the umask, or the mode of the file it replaces):
+a `vllm serve` running as another user can read the config. Only a regular file is ever replaced:
+a symlink, a device, a folder or anything else at the target is refused (see paths.check_output).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Union
+
+from .paths import check_output
+
+
+def _mode_for(path: Path) -> int:
+    """The mode the written file gets: the replaced file's, else 0666 minus the umask."""
+    try:
+        return stat.S_IMODE(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename in `folder` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(str(folder), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on folders; the rename itself has happened
+    finally:
+        os.close(fd)
+
+
+def write_text_atomic(path: Union[str, Path], text: str, private: bool = False) -> Path:
+    """Write text atomically; `private` files (journals, debug logs) get 0600."""
+    path = Path(path)
+    check_output(path, kind="file")
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=str(path.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o600 if private else _mode_for(path))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass  # already renamed into place, or never created
+        raise
+    fsync_folder(path.parent)
+    return path

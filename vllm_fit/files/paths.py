@@ -1,0 +1,78 @@
+"""Output paths proven usable before anything is launched: where the user pointed, and nothing else.
+
+A file output needs an existing, writable parent folder and a target that is absent or a regular
+file (never a symlink, a device, a folder or a pipe). A folder output (batch --out-dir) may be
+created, but not over a file. Reading paths taken from files (index.json) must stay inside their folder.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Optional, Sequence, Union
+
+from ..errors import BadInput
+
+PathLike = Union[str, Path]
+
+
+def _writable_folder(folder: Path, what: str) -> None:
+    """The folder exists, is a folder, and a file can really be created in it."""
+    if not folder.exists():
+        raise BadInput("%s: the folder %s does not exist; create it first (mkdir -p %s)" % (what, folder, folder))
+    if not folder.is_dir():
+        raise BadInput("%s: %s is not a folder" % (what, folder))
+    try:
+        handle = tempfile.TemporaryFile(dir=str(folder))
+    except OSError as exc:
+        raise BadInput("%s: cannot write in %s (%s); choose a writable folder"
+                       % (what, folder, exc.strerror or exc)) from None
+    handle.close()
+
+
+def check_output(path: PathLike, kind: str = "file", what: Optional[str] = None,
+                 suffixes: Sequence[str] = ()) -> Path:
+    """Refuse (BadInput) an output path that cannot or must not be written; return it as a Path.
+
+    kind "file": the parent must exist; kind "folder": the folder is created when absent.
+    """
+    path = Path(path)
+    what = what or str(path)
+    if kind == "folder":
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            raise BadInput("%s: %s exists and is not a folder; choose another --out-dir" % (what, path))
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BadInput("%s: cannot create the folder %s (%s)" % (what, path, exc.strerror or exc)) from None
+        _writable_folder(path, what)
+        return path
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise BadInput("%s must end in %s (vllm serve --config insists on it)" % (what, " or ".join(suffixes)))
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except NotADirectoryError:
+        raise BadInput("%s: a part of %s is a file, not a folder" % (what, path)) from None
+    except OSError as exc:
+        raise BadInput("%s: cannot use %s (%s)" % (what, path, exc.strerror or exc)) from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kinds = {stat.S_ISLNK: "a symlink", stat.S_ISDIR: "a folder", stat.S_ISCHR: "a device",
+                 stat.S_ISBLK: "a device", stat.S_ISFIFO: "a pipe", stat.S_ISSOCK: "a socket"}
+        name = next((label for test, label in kinds.items() if test(info.st_mode)), "not a regular file")
+        raise BadInput("%s: %s is %s; name a regular file to write" % (what, path, name))
+    _writable_folder(path.parent if str(path.parent) else Path("."), what)
+    return path
+
+
+def inside(folder: Path, relative: object, what: str) -> Path:
+    """`folder / relative` for a relative path from a file we read; BadInput when it would escape."""
+    if not isinstance(relative, str) or not relative:
+        raise BadInput("%s: expected a relative path, got %r" % (what, relative))
+    pure = PurePosixPath(relative)
+    if pure.is_absolute() or ".." in pure.parts or "\\" in relative or "\x00" in relative:
+        raise BadInput("%s: the path %r leaves its folder; only paths inside %s are read" % (what, relative, folder))
+    return folder / Path(*pure.parts)

@@ -1,0 +1,146 @@
+"""`vllm-fit batch`: search every model of a fleet file, write one config per entry and the summaries.
+
+Outputs (all written atomically) under the output directory, refreshed after every entry so that a
+batch killed half-way leaves a true account of what it finished:
+  configs/<name>.yaml   `vllm serve --config` file of each entry that has a fit
+  reports/<name>.json   each entry's full report
+  index.json            every entry's status, fit, launches, time (what `merge` and `compare` read)
+  summary.md            the Markdown table;  junit.xml: one test case per entry
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional
+
+from ..errors import FitError, one_line
+from ..export.json_report import report_text
+from ..export.yaml_config import config_text
+from ..files.atomic import write_text_atomic
+from ..fitter import SearchOutcome, run_search
+from ..prepare import prepare
+from ..store import FitStore
+from ..trial.listener import Listener
+from .fleet_file import FleetEntry
+from .index import EntryStatus, new_index, write_outputs
+
+DEFAULT_TOLERANCE = 0.05
+"""A capacity drop of more than 5% against the baseline (or the recorded fit) is a regression."""
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """How one batch runs: where it writes, the store, the baseline."""
+
+    out_dir: Path
+    fleet: str
+    shard: Optional[str] = None
+    store: Optional[FitStore] = None
+    force: bool = False
+    baseline: Optional[Dict[str, Any]] = None
+    tolerance: float = DEFAULT_TOLERANCE
+
+
+def entry_status(outcome: SearchOutcome) -> EntryStatus:
+    result = outcome.result
+    if result.fit is not None:
+        return EntryStatus.FIT if result.proven else EntryStatus.UNPROVEN
+    return EntryStatus.NO_FIT if result.complete else EntryStatus.ERROR
+
+
+def search_entry(entry: FleetEntry, listener: Listener, settings: BatchSettings) -> SearchOutcome:
+    """Prepare and run one entry's search (raises FitError for an entry that cannot run)."""
+    prepared = prepare(entry.request)
+    for note in prepared.notes:
+        listener.note("%s: %s" % (entry.name, note))
+    return run_search(prepared, listener, store=settings.store, force=settings.force)
+
+
+def entry_result(entry: FleetEntry, outcome: SearchOutcome, out_dir: Path, wall_time_s: float) -> Dict[str, Any]:
+    """Write one entry's config and report; return its index entry."""
+    config_path = out_dir / "configs" / (entry.name + ".yaml")
+    report_path = out_dir / "reports" / (entry.name + ".json")
+    report, result = outcome.report, outcome.result
+    text = config_text(report)
+    if text is not None:
+        write_text_atomic(config_path, text)
+    elif config_path.exists():
+        config_path.unlink()  # a config from an earlier run would claim a fit this run did not find
+    write_text_atomic(report_path, report_text(report))
+    return dict(_base(entry), status=entry_status(outcome).value, message=result.stop_detail,
+                fit=report["fit"], launches=result.launches, trials=len(result.records), cached=outcome.cached,
+                resumed_trials=report.get("cache", {}).get("resumed_trials", 0),
+                fingerprint=report["environment"].get("fingerprint"),
+                vllm_version=report["environment"].get("vllm_version"),
+                config="configs/%s.yaml" % entry.name if text is not None else None,
+                report="reports/%s.json" % entry.name, wall_time_s=round(wall_time_s, 2))
+
+
+def error_result(entry: FleetEntry, message: str, wall_time_s: float) -> Dict[str, Any]:
+    return dict(_base(entry), status=EntryStatus.ERROR.value, message=one_line(message),
+                wall_time_s=round(wall_time_s, 2))
+
+
+def _base(entry: FleetEntry) -> Dict[str, Any]:
+    return {"name": entry.name, "model": entry.request.model, "fit": None, "launches": 0, "trials": 0,
+            "cached": False, "config": None, "report": None}
+
+
+def run_entry(entry: FleetEntry, listener: Listener, settings: BatchSettings) -> Dict[str, Any]:
+    """Search one entry and write its files; an entry that cannot run is an `error` entry, not the end."""
+    started = time.monotonic()
+    try:
+        outcome = search_entry(entry, listener, settings)
+    except FitError as exc:
+        return error_result(entry, str(exc), time.monotonic() - started)
+    return entry_result(entry, outcome, settings.out_dir, time.monotonic() - started)
+
+
+def regression(entry: Mapping[str, Any], before: Optional[Mapping[str, Any]], tolerance: float) -> Optional[str]:
+    """Why an entry is worse than its baseline entry, or None."""
+    if not before or not before.get("fit"):
+        return None
+    old, new = before["fit"], entry.get("fit")
+    if not new:
+        return "no fit any more (was max_model_len %s)" % old.get("max_model_len")
+    if (new.get("max_model_len") or 0) < (old.get("max_model_len") or 0):
+        return "max_model_len dropped from %s to %s" % (old["max_model_len"], new["max_model_len"])
+    for knob in ("gpu_memory_utilization", "kv_cache_memory_bytes"):
+        if old.get(knob) is not None and new.get(knob) is not None and new[knob] > old[knob] and \
+                new.get("max_model_len") == old.get("max_model_len"):
+            return "%s rose from %s to %s for the same length" % (knob, old[knob], new[knob])
+    old_tokens, new_tokens = old.get("kv_cache_tokens"), new.get("kv_cache_tokens")
+    if old_tokens and new_tokens is not None and new_tokens < old_tokens * (1 - tolerance):
+        return "KV capacity dropped from %s to %s tokens (more than %.0f%%)" % (old_tokens, new_tokens,
+                                                                             100 * tolerance)
+    return None
+
+
+def with_baseline(result: Dict[str, Any], settings: BatchSettings) -> Dict[str, Any]:
+    """The entry, marked regressed when it got worse than its baseline entry."""
+    before = {e["name"]: e for e in (settings.baseline or {}).get("entries", [])}
+    why = regression(result, before.get(result["name"]), settings.tolerance)
+    if why and result["status"] in (EntryStatus.FIT.value, EntryStatus.UNPROVEN.value, EntryStatus.NO_FIT.value):
+        result = dict(result, status=EntryStatus.REGRESSED.value, message=why, baseline=before[result["name"]]["fit"])
+    return result
+
+
+RunEntry = Callable[[FleetEntry, Listener, BatchSettings], Dict[str, Any]]
+
+
+def run_batch(entries: List[FleetEntry], settings: BatchSettings, listener: Listener,
+              run: RunEntry = run_entry) -> Dict[str, Any]:
+    """Run the entries one after the other; the index and summaries are rewritten after each."""
+    done: List[Dict[str, Any]] = []
+    for entry in entries:
+        listener.note("== %s (%s)" % (entry.name, entry.request.model))
+        result = with_baseline(run(entry, listener, settings), settings)
+        done.append(result)
+        listener.note("== %s: %s%s" % (entry.name, result["status"],
+                                       ": " + result["message"] if result["status"] != "fit" else ""))
+        write_outputs(settings.out_dir, new_index(done, settings.fleet, settings.shard))
+    index = new_index(done, settings.fleet, settings.shard)
+    write_outputs(settings.out_dir, index)
+    return index

@@ -1,0 +1,123 @@
+"""The batch index (index.json): every entry's status and fit; read strictly, written with its summaries.
+
+`merge` and `compare` read indexes other runs wrote, so nothing in one is trusted: its shape is
+checked, and the config and report paths it names must stay inside its folder.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, Dict, List, Mapping, Optional
+
+from .. import __version__
+from ..errors import BadInput
+from ..export.junit import Verdict, junit_xml
+from ..export.markdown import summary_table
+from ..files.atomic import write_text_atomic
+from ..files.paths import inside
+from ..report import now_iso
+
+
+class EntryStatus(str, Enum):
+    """What became of one fleet entry."""
+
+    FIT = "fit"
+    UNPROVEN = "unproven"
+    """A verified fit was written, but the search stopped before proving it the best."""
+    NO_FIT = "no_fit"
+    ERROR = "error"
+    REGRESSED = "regressed"
+
+    @property
+    def verdict(self) -> Verdict:
+        if self is EntryStatus.FIT:
+            return Verdict.PASSED
+        return Verdict.ERROR if self is EntryStatus.ERROR else Verdict.FAILED
+
+    @property
+    def failing(self) -> bool:
+        return self is not EntryStatus.FIT
+
+
+def load_index(path: Path) -> Dict[str, Any]:
+    """An index.json, given as the file or the folder that holds it; BadInput for anything else."""
+    path = path / "index.json" if path.is_dir() else path
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise BadInput("cannot read batch index %s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
+    if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
+        raise BadInput("%s is not a vllm-fit batch index (it needs an `entries` list)" % path)
+    for number, entry in enumerate(data["entries"], start=1):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            raise BadInput("%s: entry %d has no `name`; is this a vllm-fit index?" % (path, number))
+        try:
+            entry["status"] = EntryStatus(entry.get("status")).value
+        except ValueError:
+            raise BadInput("%s: entry %r has an unknown status %r" % (path, entry["name"], entry.get("status"))) \
+                from None
+        if entry.get("fit") is not None and not isinstance(entry["fit"], dict):
+            raise BadInput("%s: entry %r has a `fit` that is not a mapping" % (path, entry["name"]))
+    return data
+
+
+def new_index(entries: List[Dict[str, Any]], fleet: Optional[str], shard: Optional[str]) -> Dict[str, Any]:
+    return {"tool": {"name": "vllm-fit", "version": __version__}, "created": now_iso(), "fleet": fleet,
+            "shard": shard, "entries": sorted(entries, key=lambda e: e["name"])}
+
+
+def failing(index: Mapping[str, Any]) -> bool:
+    """True when any entry did not get a proven fit (or regressed)."""
+    return any(EntryStatus(e["status"]).failing for e in index["entries"])
+
+
+def write_outputs(out_dir: Path, index: Dict[str, Any]) -> None:
+    """index.json, summary.md and junit.xml for a set of entries."""
+    write_text_atomic(out_dir / "index.json", json.dumps(index, indent=2, default=str) + "\n")
+    write_text_atomic(out_dir / "summary.md", summary_table(index))
+    cases = [{"name": e["name"], "status": e["status"], "verdict": EntryStatus(e["status"]).verdict,
+              "message": e.get("message"), "time": e.get("wall_time_s"), "details": _details(e)}
+             for e in index["entries"]]
+    write_text_atomic(out_dir / "junit.xml", junit_xml("vllm-fit", cases))
+
+
+def _details(entry: Mapping[str, Any]) -> str:
+    fit = entry.get("fit") or {}
+    return "max_model_len=%s kv_cache_tokens=%s launches=%s cached=%s" % (
+        fit.get("max_model_len"), fit.get("kv_cache_tokens"), entry.get("launches"), entry.get("cached"))
+
+
+def merge(indexes: List[Path], out_dir: Path) -> Dict[str, Any]:
+    """Combine shard outputs: one index, summary and JUnit; configs and reports copied over.
+
+    Every path an index names is read only from inside that index's folder and written only inside
+    `out_dir`, under the same relative name.
+    """
+    entries: Dict[str, Dict[str, Any]] = {}
+    fleets = set()
+    copies = []
+    for path in indexes:
+        index = load_index(path)
+        folder = path if path.is_dir() else path.parent
+        fleets.add(index.get("fleet"))
+        for entry in index["entries"]:
+            if entry["name"] in entries:
+                raise BadInput("entry %r is in more than one shard (%s); merge each shard once" % (entry["name"], path))
+            entries[entry["name"]] = entry
+            for key in ("config", "report"):
+                if entry.get(key) is None:
+                    continue
+                source = inside(folder, entry[key], "%s: entry %r %s" % (path, entry["name"], key))
+                target = inside(out_dir, entry[key], "%s: entry %r %s" % (path, entry["name"], key))
+                if not source.is_file():
+                    raise BadInput("%s: entry %r names %s, which is missing" % (path, entry["name"], source))
+                if source.resolve() != target.resolve():
+                    copies.append((source, target))
+    for source, target in copies:  # only once every index has been checked
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(target, source.read_text(encoding="utf-8", errors="replace"))
+    index = new_index(list(entries.values()), fleets.pop() if len(fleets) == 1 else None, None)
+    write_outputs(out_dir, index)
+    return index

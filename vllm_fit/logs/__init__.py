@@ -1,0 +1,1 @@
+"""What vLLM prints and what it means (pure): log parsing, classification, per-version capacity rules, phases."""

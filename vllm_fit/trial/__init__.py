@@ -1,0 +1,1 @@
+"""The side-effect edge: one launch of one candidate, kept as an immutable record."""

@@ -1,0 +1,192 @@
+"""What one trial proved, built once and complete: outcome, facts, evidence, the hint for the search.
+
+A record never holds a secret: its engine arguments are the public ones (secret values are `***`),
+and its texts were scrubbed when the run was read. It is what the journal, the cache and the report
+keep; `from_json` refuses what it does not understand rather than replaying it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+from ..logs.capacity import max_len_hint
+from ..logs.classify import classify
+from ..logs.regime import Engine, Regime
+from ..outcome import CapacityFacts, Classification, Outcome
+from ..redact import public_args
+from ..search.base import AUTO, Observation
+from .runner import ProcessRun
+
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class TrialContext:
+    """What the hint of a trial depends on besides its own output: the expected vLLM and the model."""
+
+    vllm_version: Optional[str]
+    guess_block_size: int
+    plain_attention: bool = True
+    kv_bytes_fixed: bool = False
+    cpu: bool = False
+    sliding_window: Optional[int] = None
+    """V0 keeps at most this many tokens' blocks per sequence (sliding-window models)."""
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """Everything one trial proved, as kept in the report and the journal."""
+
+    index: int
+    llm_kwargs: Dict[str, Any]
+    outcome: Outcome
+    detail: str
+    duration_s: float
+    length: Optional[int]
+    """The max_model_len the engine ran with (for auto-fit: the one vLLM chose)."""
+    hint: Optional[int]
+    facts: CapacityFacts
+    evidence: Tuple[str, ...]
+    phase: Optional[str] = None
+    exit_code: Optional[int] = None
+    versions: Dict[str, Any] = field(default_factory=dict)
+    request: Optional[Dict[str, Any]] = None
+    log: str = ""
+    retries: Tuple[Dict[str, Any], ...] = ()
+    """Earlier attempts of the same candidate that failed transiently (outcome, detail, duration)."""
+    device: Dict[str, Any] = field(default_factory=dict)
+    """Device memory around the trial: the wait for the previous trial's release, the peak used."""
+    transient: bool = False
+    """vLLM or the system called the failure non-deterministic (it may be retried)."""
+    timeout_s: Optional[float] = None
+    """The trial timeout it ran under (a timeout proves something only up to this)."""
+    http: Optional[Dict[str, Any]] = None
+    """For `vllm serve` trials: status codes, usage and metrics of the HTTP exchange."""
+    load_format: Optional[str] = None
+    """"dummy" when the trial ran on dummy weights (exploration only)."""
+
+    @property
+    def requested_len(self) -> int:
+        return int(self.llm_kwargs["max_model_len"])
+
+    @property
+    def memory(self) -> Optional[float]:
+        """The memory knob of this trial: KV bytes when set, else the utilization (None: default)."""
+        if self.llm_kwargs.get("kv_cache_memory_bytes") is not None:
+            return float(self.llm_kwargs["kv_cache_memory_bytes"])
+        value = self.llm_kwargs.get("gpu_memory_utilization")
+        return float(value) if value is not None else None
+
+    @property
+    def engine(self) -> Optional[Engine]:
+        return Engine(self.facts.engine) if self.facts.engine in ("v0", "v1") else None
+
+    def observation(self) -> Observation:
+        """The record as the search sees it."""
+        facts = self.facts
+        derived = facts.derived_max_len if self.outcome is Outcome.TOO_LONG_FOR_MODEL else None
+        shortfall = None
+        if self.outcome is Outcome.OOM and facts.oom_alloc_bytes is not None:
+            shortfall = facts.oom_alloc_bytes - (facts.oom_free_bytes or 0)
+        free_fraction = None
+        if self.outcome is Outcome.FREE_MEMORY_SHORT and facts.free_memory_gib and facts.total_memory_gib:
+            free_fraction = facts.free_memory_gib / facts.total_memory_gib
+        kv_bytes = float(facts.kv_cache_bytes) if facts.kv_cache_bytes is not None else (
+            facts.available_kv_gib * GIB if facts.available_kv_gib is not None else None)
+        if self.llm_kwargs.get("kv_cache_memory_bytes") is not None and self.outcome is not Outcome.KV_TOO_SMALL:
+            kv_bytes = float(self.llm_kwargs["kv_cache_memory_bytes"])
+        return Observation(
+            requested=self.requested_len, length=self.length, outcome=self.outcome, hint=self.hint,
+            derived_max=derived, memory=self.memory, blocks=facts.num_blocks, block_size=facts.block_size,
+            kv_bytes=kv_bytes, total_bytes=facts.total_memory_gib * GIB if facts.total_memory_gib else None,
+            oom_shortfall_bytes=shortfall, oom_stage=facts.oom_stage, free_fraction=free_fraction,
+            transient=self.transient, engine=self.engine, autofit_reduced=facts.autofit_reduced)
+
+    def to_json(self) -> Dict[str, Any]:
+        """The record for the JSON report and the journal (secrets already removed)."""
+        return {
+            "index": self.index,
+            "engine_args": dict(self.llm_kwargs),
+            "outcome": self.outcome.value,
+            "detail": self.detail,
+            "duration_s": self.duration_s,
+            "max_model_len": self.length,
+            "max_len_hint": self.hint,
+            "capacity": self.facts.as_dict(),
+            "evidence": list(self.evidence),
+            "phase": self.phase,
+            "exit_code": self.exit_code,
+            "versions": self.versions,
+            "request": self.request,
+            "http": self.http,
+            "retries": list(self.retries),
+            "device": self.device,
+            "transient": self.transient,
+            "timeout_s": self.timeout_s,
+            "load_format": self.load_format,
+            "log": self.log,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "TrialRecord":
+        """Rebuild a record written by to_json; ValueError (with the reason) for anything else."""
+        try:
+            return cls(
+                index=int(data["index"]), llm_kwargs=dict(data["engine_args"]), outcome=Outcome(data["outcome"]),
+                detail=str(data["detail"]), duration_s=float(data["duration_s"]), length=data["max_model_len"],
+                hint=data["max_len_hint"], facts=CapacityFacts.from_dict(data["capacity"]),
+                evidence=tuple(data["evidence"]), phase=data.get("phase"), exit_code=data.get("exit_code"),
+                versions=dict(data.get("versions") or {}), request=data.get("request"), http=data.get("http"),
+                log=str(data.get("log", "")), retries=tuple(data.get("retries") or ()),
+                device=dict(data.get("device") or {}), transient=bool(data.get("transient")),
+                timeout_s=data.get("timeout_s"), load_format=data.get("load_format"),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ValueError("not a trial record (%s: %s)" % (type(exc).__name__, exc)) from None
+
+
+def effective_length(llm_kwargs: Mapping[str, Any], facts: CapacityFacts,
+                     result: Mapping[str, Any]) -> Optional[int]:
+    """The length the engine ran with: for auto-fit, what the engine (or its auto-fit line) says."""
+    requested = int(llm_kwargs["max_model_len"])
+    if requested != AUTO:
+        return requested
+    engine_len = (result.get("engine") or {}).get("max_model_len")
+    if isinstance(engine_len, int) and engine_len > 0:
+        return engine_len
+    return facts.autofit_len
+
+
+def regime_of(facts: CapacityFacts, versions: Mapping[str, Any], context: TrialContext) -> Regime:
+    """The rules this trial ran under: the version the child reported, the engine its log named."""
+    version = versions.get("vllm") or facts.engine_version or context.vllm_version
+    engine = Engine(facts.engine) if facts.engine in ("v0", "v1") else None
+    return Regime.of(version, engine, kv_bytes_fixed=context.kv_bytes_fixed, cpu=context.cpu)
+
+
+def hint_of(verdict: Classification, versions: Mapping[str, Any], context: TrialContext) -> Optional[int]:
+    """The trial's hint in the rules of the version that ran it."""
+    regime = regime_of(verdict.facts, versions, context)
+    return max_len_hint(verdict.outcome, verdict.facts, regime, context.guess_block_size, context.plain_attention,
+                        context.sliding_window)
+
+
+def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, context: TrialContext,
+                    timeout_s: Optional[float] = None) -> TrialRecord:
+    """Classify a finished probe run and keep it as a record (the run's texts are already scrubbed)."""
+    verdict = classify(run.log_text, run.result, timed_out=run.timed_out, exit_code=run.exit_code,
+                       last_phase=run.probe_phase)
+    evidence = list(verdict.evidence)
+    if run.survivors:
+        evidence.append("processes still alive after cleanup: %s" % run.survivors)
+    result = run.result or {}
+    versions = dict(result.get("versions") or {})
+    return TrialRecord(
+        index=index, llm_kwargs=public_args(llm_kwargs), outcome=verdict.outcome, detail=verdict.detail,
+        duration_s=run.duration_s, length=effective_length(llm_kwargs, verdict.facts, result),
+        hint=hint_of(verdict, versions, context), facts=verdict.facts, evidence=tuple(evidence),
+        phase=verdict.phase, exit_code=run.exit_code, versions=versions, request=result.get("request"),
+        log=run.log_text, transient=verdict.transient, timeout_s=timeout_s,
+        load_format=llm_kwargs.get("load_format") if isinstance(llm_kwargs.get("load_format"), str) else None,
+    )
