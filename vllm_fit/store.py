@@ -159,16 +159,15 @@ class FitStore:
 
     @contextlib.contextmanager
     def lock(self, fingerprint: str, note: Note = lambda message: None) -> Iterator[None]:
-        """Hold the fingerprint while searching. A second run of the same search waits for the first
-        (then finds its cached fit) instead of sharing its journal."""
+        """Hold the fingerprint while searching: two runs of the same search would share a journal."""
         path = self.root / "journals" / (fingerprint + ".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "a+") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                note("another vllm-fit is running this same search (lock %s): waiting for it" % path)
-                fcntl.flock(handle, fcntl.LOCK_EX)
+                raise EnvironmentProblem("another vllm-fit is running this same search (lock %s); wait for it"
+                                         " or pass --no-cache" % path) from None
             try:
                 yield
             finally:

@@ -105,6 +105,8 @@ class Bracket:
     ceilings: FrozenSet[tuple]
     """(measured at length, holds at most) pairs."""
     tried: FrozenSet[int]
+    no_memory: bool = False
+    """A trial found no memory at all for the KV cache: no length can work at this memory level."""
 
     def allowed(self, length: int) -> bool:
         if any(failed <= length for failed in self.failures):
@@ -133,11 +135,14 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
             failures.add(obs.length)
         if use_hints and obs.hint is not None and obs.started:
             ceilings.add((obs.length, max(obs.hint, obs.length if obs.outcome is Outcome.OK else 0)))
-    return Bracket(proven_ok, frozenset(failures), frozenset(ceilings), frozenset(tried))
+    no_memory = any(obs.outcome is Outcome.NO_KV_MEMORY for obs in history)
+    return Bracket(proven_ok, frozenset(failures), frozenset(ceilings), frozenset(tried), no_memory)
 
 
 def top_candidate(space: LengthSpace, state: Bracket) -> Optional[int]:
     """The highest candidate not ruled out, or None when nothing in the space can work."""
+    if state.no_memory:
+        return None
     limit = space.highest
     for failed in state.failures:
         limit = min(limit, failed - 1)
