@@ -9,6 +9,7 @@ it proves nothing about the length.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, List, Optional, Pattern, Tuple
 
 from ..outcome import CapacityFacts, Classification, OomStage, Outcome
@@ -32,6 +33,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (logparse.OOM, Outcome.OOM),
     (logparse.V0_BLOCK_MANAGER, Outcome.REQUEST_FAILED),
+    (re.compile(r"prompt \(length \d+\) is longer than the maximum model length"), Outcome.REQUEST_FAILED),
 ]
 
 _ENGINE_FACTS = {
