@@ -169,13 +169,13 @@ SAMPLES = [
            "kv_too_small", {"error_capacity_tokens": 7344}, start_failed(
                "The model's max seq len (32768) is larger than the maximum number of tokens that can be stored"
                " in KV cache (7344). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when"
-               " initializing the engine."), hint=7344),
+               " initializing the engine."), hint=7281),  # V0 admits a prompt only when it leaves 1% of the blocks free
     Sample("2a v0 CPU worker too long (VLLM_CPU_KVCACHE_SPACE)",
            "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
            "ValueError: The model's max seq len (8192) is larger than the maximum number of tokens that can be"
            " stored in KV cache (4096). Try increasing `VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len`"
            " when initializing the engine.\n", "kv_too_small", {"error_capacity_tokens": 4096},
-           start_failed("see log"), hint=4096),
+           start_failed("see log"), hint=4065),  # V0 admits a prompt only when it leaves 1% of the blocks free
     Sample("2a v0 no available memory", "", "no_kv_memory", {}, start_failed(
         "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing"
         " the engine.")),
@@ -185,17 +185,17 @@ SAMPLES = [
                "To serve at least one request with the models's max seq len (32768), (4.00 GB KV cache is"
                " needed, which is larger than the available KV cache memory (2.00 GB). Try increasing"
                " `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."),
-           hint=16384),
+           hint=16304),  # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
     Sample("2b 0.8.3 GiB, no estimate", "", "kv_too_small", {"needed_kv_gib": 8.0}, start_failed(
         "To serve at least one request with the models's max seq len (32768), (8.00 GiB KV cache is needed,"
         " which is larger than the available KV cache memory (6.00 GiB). Try increasing"
-        " `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."), hint=24576),
+        " `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."), hint=24512),  # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
     Sample("2b 0.8.4-0.9.0.1 estimate sentence without its number", "", "kv_too_small",
            {"error_available_kv_gib": 9.97}, start_failed(
                "To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is"
                " needed, which is larger than the available KV cache memory (9.97 GiB). Based on the available"
                " memory,  Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when"
-               " initializing the engine."), hint=81674),
+               " initializing the engine."), hint=81584),  # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
     Sample("2b 0.9.1-0.12 with estimate, in the MP child log with prefix (0.8.5+ wrapping)",
            "(EngineCore_0 pid=321) " + E08 + "EngineCore failed to start.\r\n"
            "(EngineCore_0 pid=321) " + E08 + "Traceback (most recent call last):\r\n"
@@ -356,7 +356,7 @@ SAMPLES = [
            " the engine.\r\n"
            "CRITICAL 02-15 10:00:00 core_client.py:250] Got fatal signal from worker processes, shutting down."
            " See stack trace above for root cause issue.\n", "kv_too_small", {"needed_kv_gib": 4.0}, None,
-           hint=8192),
+           hint=8112),  # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
     Sample("3i V1 worker (TP>1) OOM wrapped as WorkerProc failure",
            "(VllmWorker TP1 pid=55) ERROR 07-01 10:00:00 [multiproc_executor.py:480] WorkerProc failed to start."
            "\r\n(VllmWorker TP1 pid=55) ERROR 07-01 10:00:00 [multiproc_executor.py:480] torch.OutOfMemoryError:"

@@ -84,7 +84,8 @@ def test_highest_utilization_then_longest_length(spec, others, granularity):
     assert all(r.llm_kwargs.get("gpu_memory_utilization", 0) <= cap for r in records)
     if truth is not None:
         assert serves(spec, fit.length, util=got[0], others=others * GIB)
-        assert len(records) <= 3, [(r.llm_kwargs, r.outcome.value) for r in records]
+        # an OOM, the fit, the launch proving U + 0.01 too high (issue 8), and at most one miss of the prediction
+        assert len(records) <= 4, [(r.llm_kwargs, r.outcome.value) for r in records]
 
 
 @settings(max_examples=150, deadline=None)
@@ -125,7 +126,7 @@ def test_a_request_that_runs_out_of_memory_lowers_the_utilization():
     objective = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space, use_autofit=True),
                                             model_for(spec))
     fit, records = run_objective(objective, spec)
-    assert [r.outcome.value for r in records] == ["oom", "ok"]
+    assert [r.outcome.value for r in records] == ["oom", "ok", "oom"]  # the last proves 0.94 is too high
     assert records[0].llm_kwargs["gpu_memory_utilization"] == 0.95 and records[0].phase == "request"
     assert fit.llm_kwargs["gpu_memory_utilization"] == 0.93  # 0.93 x 80 + 5 <= 80 < 0.94 x 80 + 5
 

@@ -103,14 +103,14 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     with --target-len, the least memory that serves that length. A fit found before for the same
     fingerprint is reused without a launch; a search killed half-way resumes from its journal.
     """
-    if out:
+    request = request_from_options(options, os.environ, sys.executable)
+    prepared = prepare(request)
+    if out:  # every output is proven writable before the first launch
         check_output(out, what="--out", suffixes=YAML_SUFFIXES)
     if report:
         check_output(report, what="--report")
-    request = request_from_options(options, os.environ, sys.executable)
-    request = replace(request, work_dir=work_dir_for(work_dir))
+    prepared = replace(prepared, request=replace(request, work_dir=work_dir_for(work_dir)))
     store = store_for(cache_dir, no_cache)
-    prepared = prepare(request)
     view = TerminalView()
     view.preflight(prepared.devices.preflight)
     for note in prepared.notes:

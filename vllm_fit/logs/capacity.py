@@ -8,10 +8,11 @@ carries its block count and, with auto-fit, the length vLLM chose.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 from ..outcome import CapacityFacts, Outcome
-from .regime import Regime
+from .regime import Engine, Regime
 
 GIB = 1 << 30
 PRINTED_GIB = 0.005 * GIB
@@ -38,6 +39,7 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
             return regime.servable_len(regime.estimate_blocks(estimate, block_size), block_size)
         return max(0, estimate - block_size)
     if facts.error_capacity_tokens is not None:  # V0: the capacity in tokens is blocks x block size
+        regime = dataclasses.replace(regime, engine=Engine.V0)  # only V0 prints this error
         blocks = facts.num_blocks if facts.num_blocks else facts.error_capacity_tokens // block_size
         size = facts.error_capacity_tokens // blocks if blocks else block_size
         return regime.servable_len(blocks, size, window)
@@ -71,5 +73,8 @@ def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_s
             return min(facts.autofit_len, regime.servable_len(blocks, size))
         return max(0, facts.autofit_len - size)
     if (plain_attention or not regime.v1) and blocks is not None:
-        return regime.servable_len(blocks, size, sliding_window)
+        pooled = regime.servable_len(blocks, size, sliding_window)
+        return max(pooled, facts.autofit_len) if facts.autofit_len is not None else pooled
+    if facts.autofit_len is not None and facts.autofit_reduced is False:
+        return facts.autofit_len  # auto-fit says the model's full context fits
     return None

@@ -55,7 +55,7 @@ def prepare(request: SearchRequest) -> Prepared:
     devices = Devices(request.env, request.tensor_parallel_size)
     checks.check_tensor_parallel(request, model, devices)
     checks.check_devices(request, devices, notes)
-    cpu = checks.is_cpu_backend(interpreter)
+    cpu = checks.is_cpu_backend(interpreter) and not devices.preflight.available  # NVML sees a GPU: not CPU
     regime = Regime.of(interpreter.vllm_version, env=request.env, kv_bytes_fixed=request.kv_cache_memory is not None,
                        cpu=cpu)
     checks.check_knob(request, regime, interpreter.vllm_version, notes)

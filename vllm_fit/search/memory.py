@@ -282,6 +282,8 @@ class LongestAtHighestUtilization(Objective):
         lower = best if best is not None else floor
         if safe is not None and lower < safe <= top and safe not in levels:
             return safe
+        if best is not None and safe is not None and safe <= best and best + 1 not in levels:
+            return best + 1  # the numbers say best is the highest: prove it by the level above
         if best is None and top not in levels:
             if high and safe is None:  # no numbers: gallop down from the OOM
                 return max(floor + 1, min(high) - 2 ** (len(high) - 1))
