@@ -7,8 +7,17 @@ check, no launch), `run_search` it. The parent process never imports vllm or tor
 
 __version__ = "0.2.0"
 
-from .errors import BadInput, EnvironmentProblem, ExitCode, FitError, Interrupted  # noqa: E402
-from .outcome import CapacityFacts, Classification, Outcome  # noqa: E402
+from .errors import BadInput, EnvironmentProblem, ExitCode, FitError, Interrupted
+from .outcome import CapacityFacts, Classification, Outcome
 
-__all__ = ["__version__", "BadInput", "EnvironmentProblem", "ExitCode", "FitError", "Interrupted",
-           "CapacityFacts", "Classification", "Outcome"]
+__all__ = [
+           "BadInput",
+           "CapacityFacts",
+           "Classification",
+           "EnvironmentProblem",
+           "ExitCode",
+           "FitError",
+           "Interrupted",
+           "Outcome",
+           "__version__",
+]

@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from .fingerprint import fingerprint, fingerprint_inputs
 from .files.workdir import run_folder
+from .fingerprint import fingerprint, fingerprint_inputs
 from .prepare import Prepared
 from .prepare.request import OPTIONS, ObjectiveKind, Strategy
 from .report import build_report, environment
@@ -107,7 +107,7 @@ def trial_plan(prepared: Prepared, work_dir: Any, sequences: int = 1) -> TrialPl
 
 
 def run_search(prepared: Prepared, listener: Optional[Listener] = None, objective: Optional[Objective] = None,
-               store: Optional[FitStore] = None, force: bool = False, run: RunTrial = run_trial) -> "SearchOutcome":
+               store: Optional[FitStore] = None, force: bool = False, run: RunTrial = run_trial) -> SearchOutcome:
     """Run the trials and build the report.
 
     With a store: a search whose fingerprint is cached returns the cached fit with 0 launches
@@ -128,7 +128,7 @@ def run_search(prepared: Prepared, listener: Optional[Listener] = None, objectiv
 
 
 def _run_search(prepared: Prepared, listener: Listener, objective: Optional[Objective], store: Optional[FitStore],
-                force: bool, inputs: Dict[str, Any], key: str, run: RunTrial) -> "SearchOutcome":
+                force: bool, inputs: Dict[str, Any], key: str, run: RunTrial) -> SearchOutcome:
     """run_search once the cache missed (and, with a store, holding the fingerprint's lock)."""
     request = prepared.request
     journal = store.journal(key) if store is not None else None
@@ -164,7 +164,7 @@ class SearchOutcome:
     report: Dict[str, Any]
 
     @classmethod
-    def from_cache(cls, cached: Dict[str, Any], key: str) -> "SearchOutcome":
+    def from_cache(cls, cached: Dict[str, Any], key: str) -> SearchOutcome:
         """A cached search, as if it had just run, but with 0 launches and saying so."""
         records = [TrialRecord.from_json(trial) for trial in cached["trials"]]
         fit_index = cached["fit"]["trial"]

@@ -194,7 +194,7 @@ class Devices:
                         "used_bytes": [d.used_bytes for d in now]}
             time.sleep(0.5)
 
-    def sampler(self) -> "PeakSampler":
+    def sampler(self) -> PeakSampler:
         return PeakSampler(self)
 
 
@@ -209,7 +209,7 @@ class PeakSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> "PeakSampler":
+    def __enter__(self) -> PeakSampler:
         if self.devices.preflight.available:
             self._thread.start()
         return self

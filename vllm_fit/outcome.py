@@ -102,7 +102,7 @@ class CapacityFacts:
                 for key, value in asdict(self).items() if value is not None}
 
     @classmethod
-    def from_dict(cls, data: Dict[str, Any]) -> "CapacityFacts":
+    def from_dict(cls, data: Dict[str, Any]) -> CapacityFacts:
         """Rebuild from as_dict (unknown keys are refused by the caller's schema check)."""
         values = dict(data)
         if values.get("oom_stage") is not None:

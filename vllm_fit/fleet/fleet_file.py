@@ -22,7 +22,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Tuple, Union
 
 import yaml
 
@@ -72,7 +72,7 @@ class _StrictLoader(yaml.SafeLoader):
 
 def safe_load(text: str) -> Any:
     """yaml.safe_load with duplicate keys refused and aliases bounded."""
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    return yaml.load(text, Loader=_StrictLoader)
 
 
 def _check_keys(where: str, options: Any) -> Dict[str, Any]:

@@ -170,7 +170,7 @@ KV_SIZED = (V1_TOKENS, BLOCKS, OPENVINO_BLOCKS, EXTENDED_BLOCKS, AVAILABLE_KV, V
 """Lines that say the KV cache has been sized: an OOM after them is not about weights or profiling."""
 
 
-def find_all(pattern: Pattern[str], lines: Iterable[LogLine]) -> List[Tuple[LogLine, "re.Match[str]"]]:
+def find_all(pattern: Pattern[str], lines: Iterable[LogLine]) -> List[Tuple[LogLine, re.Match[str]]]:
     """Every line whose message matches, with its match object."""
     found = []
     for line in lines:
@@ -180,7 +180,7 @@ def find_all(pattern: Pattern[str], lines: Iterable[LogLine]) -> List[Tuple[LogL
     return found
 
 
-def first_group(match: "re.Match[str]") -> Optional[str]:
+def first_group(match: re.Match[str]) -> Optional[str]:
     """The first group that took part in the match (for alternations of equivalent forms)."""
     return next((group for group in match.groups() if group is not None), None)
 
@@ -194,7 +194,7 @@ def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
     facts = CapacityFacts()
     evidence: List[str] = []
 
-    def take(pattern: Pattern[str]) -> List[Tuple[LogLine, "re.Match[str]"]]:
+    def take(pattern: Pattern[str]) -> List[Tuple[LogLine, re.Match[str]]]:
         hits = find_all(pattern, lines)
         evidence.extend(line.raw for line, _ in hits)
         return hits
@@ -278,7 +278,7 @@ def _read_usage(facts: CapacityFacts, take) -> None:
         facts.activation_gib, facts.cudagraph_gib = _number(match.group(2)), _number(match.group(3))
 
 
-def read_error_facts(facts: CapacityFacts, match: "re.Match[str]") -> None:
+def read_error_facts(facts: CapacityFacts, match: re.Match[str]) -> None:
     """Copy the numbers of a too-long, derived-maximum, out-of-memory or free-memory error into facts."""
     pattern = match.re
     if pattern is V1_TOO_LONG:

@@ -28,7 +28,7 @@ ORDER = list(Phase)
 _PROBE_PHASES = {"import": Phase.IMPORT, "start": Phase.START, "request": Phase.REQUEST, "done": Phase.SHUTDOWN}
 
 # vLLM log messages that open a phase, across versions (see vllm-strings.md, section 1d).
-_LOG_PHASES: List[Tuple["re.Pattern[str]", Phase]] = [
+_LOG_PHASES: List[Tuple[re.Pattern[str], Phase]] = [
     (re.compile(r"Starting to load model|Loading model weights|Loading weights|Loading safetensors"
                 r"|Model loading took"), Phase.LOAD),
     (re.compile(r"Memory profiling|Available KV cache memory|KV cache size|GPU blocks|cuda blocks"

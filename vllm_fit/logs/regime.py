@@ -62,7 +62,7 @@ class Regime:
 
     @classmethod
     def of(cls, version: Optional[str], engine: Optional[Engine] = None, env: Optional[Mapping[str, str]] = None,
-           kv_bytes_fixed: bool = False, cpu: bool = False) -> "Regime":
+           kv_bytes_fixed: bool = False, cpu: bool = False) -> Regime:
         """The regime of a version string, the engine seen (or expected) and the knob in use."""
         parsed = version_tuple(version)
         engine = engine or default_engine(parsed, env or {})

@@ -16,9 +16,9 @@ from rich.table import Table
 from rich.text import Text
 
 from ..gpu import Preflight
+from ..logs.phases import Phase
 from ..outcome import Outcome
 from ..search.base import AUTO
-from ..logs.phases import Phase
 from ..study import StudyResult
 from ..trial.listener import Listener
 from ..trial.record import TrialRecord

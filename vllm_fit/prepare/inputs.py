@@ -31,7 +31,7 @@ MAX_NUMBER = 10**15
 
 
 def _whole(flag: str, raw: Any, example: str) -> int:
-    if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
+    if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
         raise BadInput("%s must be a whole number, got %r; e.g. %s %s" % (flag, raw, flag, example))
     try:
         text = str(raw).strip()

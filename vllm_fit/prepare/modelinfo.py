@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-import math
 from typing import Any, Dict, Optional
 
 from ..errors import BadInput

@@ -248,7 +248,7 @@ def request_from_options(options: Mapping[str, Any], env: Mapping[str, str], def
 
 def _applies_fix(spec: Option, kind: ObjectiveKind) -> str:
     """How to make an option that does not apply do something (or drop it)."""
-    if spec.key in ("search", "kv_granularity") or kind in LONGEST and spec.applies <= LEAST:
+    if spec.key in ("search", "kv_granularity") or (kind in LONGEST and spec.applies <= LEAST):
         return "add --target-len N, or drop it"
     if kind in LEAST and spec.applies <= LONGEST:
         return "--target-len fixes max_model_len and searches memory; drop it"

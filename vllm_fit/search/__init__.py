@@ -4,5 +4,16 @@ from .base import AUTO, Candidate, LengthSpace, Observation
 from .length import STRATEGIES, Bisect, Doubling, LengthStrategy, Predict
 from .objectives import LongestAtFixedMemory, Objective
 
-__all__ = ["AUTO", "Candidate", "LengthSpace", "Observation", "STRATEGIES", "Bisect", "Doubling",
-           "LengthStrategy", "Predict", "LongestAtFixedMemory", "Objective"]
+__all__ = [
+           "AUTO",
+           "STRATEGIES",
+           "Bisect",
+           "Candidate",
+           "Doubling",
+           "LengthSpace",
+           "LengthStrategy",
+           "LongestAtFixedMemory",
+           "Objective",
+           "Observation",
+           "Predict",
+]

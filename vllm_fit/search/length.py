@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from .base import AUTO, LengthSpace, Observation, best_verified, bracket, top_candidate
 from ..outcome import Outcome
+from .base import AUTO, LengthSpace, Observation, best_verified, bracket, top_candidate
 
 MAX_HINT_MISSES = 2
 """After this many hinted candidates failed, predict stops trusting hints and bisects."""

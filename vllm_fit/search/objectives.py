@@ -6,9 +6,7 @@ candidate, or None when it is done; `fit` picks the winning observation.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
-
-from typing import Any, Callable, FrozenSet
+from typing import Any, Callable, FrozenSet, Optional, Sequence
 
 from ..outcome import Outcome
 from .base import Candidate, Observation, weights_do_not_fit, why_nothing_fits

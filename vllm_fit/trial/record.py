@@ -129,7 +129,7 @@ class TrialRecord:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "TrialRecord":
+    def from_json(cls, data: Mapping[str, Any]) -> TrialRecord:
         """Rebuild a record written by to_json; ValueError (with the reason) for anything else."""
         try:
             return cls(
