@@ -29,10 +29,10 @@ from typing import Dict, List, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import dataclasses  # noqa: E402
+
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
-
-import dataclasses  # noqa: E402
 
 from vllm_fit.fitter import run_search  # noqa: E402
 from vllm_fit.prepare import prepare  # noqa: E402

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vllm_fit.gpu import Devices  # noqa: E402
+from vllm_fit.gpu import Devices
 
 HOLDER = ("import sys, time, torch; x = torch.empty(int(float(sys.argv[1]) * (1 << 30)), dtype=torch.uint8, "
           "device='cuda:0'); torch.cuda.synchronize(); print('held', flush=True); time.sleep(600)")

@@ -189,13 +189,15 @@ SAMPLES = [
     Sample("2b 0.8.3 GiB, no estimate", "", "kv_too_small", {"needed_kv_gib": 8.0}, start_failed(
         "To serve at least one request with the models's max seq len (32768), (8.00 GiB KV cache is needed,"
         " which is larger than the available KV cache memory (6.00 GiB). Try increasing"
-        " `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."), hint=24512),  # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
+        " `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."), hint=24512),
+    # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
     Sample("2b 0.8.4-0.9.0.1 estimate sentence without its number", "", "kv_too_small",
            {"error_available_kv_gib": 9.97}, start_failed(
                "To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache is"
                " needed, which is larger than the available KV cache memory (9.97 GiB). Based on the available"
                " memory,  Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when"
-               " initializing the engine."), hint=81584),  # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
+               " initializing the engine."), hint=81584),
+    # proportional, pessimistic by the 2-decimal printing, rounded to servable blocks
     Sample("2b 0.9.1-0.12 with estimate, in the MP child log with prefix (0.8.5+ wrapping)",
            "(EngineCore_0 pid=321) " + E08 + "EngineCore failed to start.\r\n"
            "(EngineCore_0 pid=321) " + E08 + "Traceback (most recent call last):\r\n"

@@ -58,7 +58,7 @@ def run_cli(args, capsys, want_out=False):
     (["--max-len", "64", "--granularity", "100"], "no multiple"),
 ])
 def test_bad_input_exits_2_in_one_line_without_launching(args, words, model_dir, no_launch, capsys):
-    code, err = run_cli(["search", "--model", str(model_dir)] + args, capsys)
+    code, err = run_cli(["search", "--model", str(model_dir), *args], capsys)
     assert code == 2, err
     assert err.count("\n") == 1 and err.startswith("vllm-fit: error:"), err
     assert words in err

@@ -77,6 +77,6 @@ def test_bad_shards_are_refused(text):
 
 def test_the_example_fleets_are_valid():
     root = __import__("pathlib").Path(__file__).parent.parent / "configs"
-    assert [e.name for e in load_fleet(root / "tiny-fleet.yaml", {}, sys.executable)] == ["tiny-33-blocks", "tiny-40-blocks",
-                                                                     "tiny-57-blocks"]
+    names = [e.name for e in load_fleet(root / "tiny-fleet.yaml", {}, sys.executable)]
+    assert names == ["tiny-33-blocks", "tiny-40-blocks", "tiny-57-blocks"]
     assert len(load_fleet(root / "fleet.example.yaml", {}, sys.executable)) == 4

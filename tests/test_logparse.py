@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from log_samples import SAMPLES
 
 from vllm_fit.logs import logparse
 from vllm_fit.logs.capacity import max_len_hint
 from vllm_fit.logs.classify import classify
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import Outcome
-
-from log_samples import SAMPLES
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import math
 
+import fakegpu
+from gpu_sim import run_objective
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-import fakegpu
-from gpu_sim import run_objective
 from vllm_fit.logs.regime import Regime
 from vllm_fit.search.base import LengthSpace
 from vllm_fit.search.length import Predict
@@ -57,7 +57,7 @@ def serves(spec, length, util=None, kv=None, others=0.0):
 
 def truth_longest(spec, cap, granularity, others):
     """Brute force: the highest level that serves at some length, and the longest length there."""
-    for k in range(int(round(cap * 100)), 0, -1):
+    for k in range(round(cap * 100), 0, -1):
         util = k / 100
         try:
             plan = fakegpu.plan_engine(spec, -1, util, None, others)
@@ -95,7 +95,7 @@ def test_least_utilization_for_a_target_length(spec, others, target):
     cap = cap_for(spec, others)
     objective = LeastMemoryForLength(utilization_grid(cap), target, model_for(spec))
     fit, records = run_objective(objective, spec, others * GIB)
-    working = [k / 100 for k in range(1, int(round(cap * 100)) + 1)
+    working = [k / 100 for k in range(1, round(cap * 100) + 1)
                if serves(spec, target, util=k / 100, others=others * GIB)]
     assert (fit.llm_kwargs["gpu_memory_utilization"] if fit else None) == (min(working) if working else None)
     if working:
@@ -149,7 +149,8 @@ def test_a_level_that_served_once_and_then_ran_out_of_memory_is_not_a_fit():
     from vllm_fit.search.base import Observation
 
     space = LengthSpace(1, 8192, 16)
-    objective = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), KvModel(None, None, Regime.of(None)))
+    model = KvModel(None, None, Regime.of(None))
+    objective = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), model)
     history = [Observation(8192, 8192, Outcome.OK, hint=8192, memory=0.95),
                Observation(8192, 8192, Outcome.OOM, memory=0.95)]
     assert objective.fit(history) is None

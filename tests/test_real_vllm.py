@@ -12,14 +12,12 @@ import subprocess
 import psutil
 import pytest
 import yaml
+from conftest import BLOCK_BYTES, plan_for
 
-from conftest import BLOCK_BYTES
 from vllm_fit.export.yaml_config import read_config
 from vllm_fit.outcome import Outcome
 from vllm_fit.trial.run import run_trial
 from vllm_fit.trial.runner import trial_environment
-
-from conftest import plan_for
 
 
 def run_one(index, python, kwargs, work, env):

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import BLOCK_BYTES
 
 pytestmark = pytest.mark.vllm

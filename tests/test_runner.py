@@ -15,7 +15,6 @@ import time
 
 import psutil
 import pytest
-
 from conftest import plan_for
 
 from vllm_fit.outcome import Outcome

@@ -130,7 +130,7 @@ def test_predict_needs_at_most_two_launches_when_vllm_prints_its_numbers(space, 
 @given(space=spaces, world=st.one_of(worlds("flat"), worlds("shrinking"), worlds("missing")))
 def test_doubling_finds_the_longest_power_of_two_and_never_more(space, world):
     space = _space_within(space, world)
-    found, history = run(Doubling(space), world)
+    found, _history = run(Doubling(space), world)
     powers = [2 ** k for k in range(0, 20) if space.min_len <= 2 ** k <= space.max_len and world.fits(2 ** k)]
     assert found == (max(powers) if powers else None)
     truth = world.true_max(LengthSpace(space.min_len, space.max_len, 1))

@@ -53,7 +53,7 @@ def _exception_info(exc: BaseException) -> dict:
 
 def _versions() -> dict:
     """Versions of vLLM, torch and CUDA as the child sees them."""
-    info = {"python": sys.version.split()[0]}
+    info: dict = {"python": sys.version.split()[0]}
     try:
         import vllm
 
@@ -70,7 +70,7 @@ def _versions() -> dict:
 
 def _engine_facts(llm) -> dict:
     """What the engine decided, read from its config objects where this vLLM version exposes them."""
-    facts = {}
+    facts: dict = {}
     engine = getattr(llm, "llm_engine", None)
     config = getattr(engine, "vllm_config", None)
     cache = getattr(config, "cache_config", None) or getattr(engine, "cache_config", None)

@@ -157,8 +157,9 @@ def start_log(plan: Dict[str, Any], others_bytes: float, kv_set: bool) -> List[s
                      % (plan["derived"], plan["autofit"], _gib(plan["available"])))
     length = plan["max_model_len"]
     concurrency = plan["num_blocks"] / (-(-length // plan["block_size"]))
-    lines.append("GPU KV cache size: {:,} tokens, Maximum concurrency for {:,} tokens per request: {:.2f}x"
-                 .format(int(concurrency * length), length, concurrency))
+    lines.append(f"GPU KV cache size: {int(concurrency * length):,} tokens, "
+                 f"Maximum concurrency for {length:,} tokens per request: {concurrency:.2f}x"
+                 )
     return lines
 
 

@@ -12,7 +12,7 @@ import sys
 from types import SimpleNamespace
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import fakegpu  # noqa: E402
+import fakegpu
 
 _inits = 0
 

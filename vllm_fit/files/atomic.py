@@ -8,6 +8,7 @@ a symlink, a device, a folder or anything else at the target is refused (see pat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -54,10 +55,8 @@ def write_text_atomic(path: Union[str, Path], text: str, private: bool = False) 
         os.chmod(tmp, 0o600 if private else _mode_for(path))
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):  # already renamed into place, or never created
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass  # already renamed into place, or never created
         raise
     fsync_folder(path.parent)
     return path

@@ -25,11 +25,11 @@ def _writable_folder(folder: Path, what: str) -> None:
     if not folder.is_dir():
         raise BadInput("%s: %s is not a folder" % (what, folder))
     try:
-        handle = tempfile.TemporaryFile(dir=str(folder))
+        with tempfile.TemporaryFile(dir=str(folder)):
+            pass  # creating it is the test
     except OSError as exc:
         raise BadInput("%s: cannot write in %s (%s); choose a writable folder"
                        % (what, folder, exc.strerror or exc)) from None
-    handle.close()
 
 
 def check_output(path: PathLike, kind: str = "file", what: Optional[str] = None,

@@ -99,7 +99,8 @@ def parse_fleet(data: Any, source: str, env: Mapping[str, str], default_python: 
         raise BadInput("%s: the top level must be a mapping with `models:` (and optionally `defaults:`)" % source)
     unknown = set(data) - {"defaults", "models"}
     if unknown:
-        raise BadInput("%s: unknown top-level key %r; use `defaults:` and `models:`" % (source, sorted(map(str, unknown))[0]))
+        raise BadInput("%s: unknown top-level key %r; use `defaults:` and `models:`"
+                       % (source, sorted(map(str, unknown))[0]))
     defaults = _check_keys("%s: defaults" % source, data.get("defaults") or {})
     if "model" in defaults or "name" in defaults:
         raise BadInput("%s: defaults: `model` and `name` belong to each entry, not to the defaults" % source)
@@ -144,12 +145,11 @@ def _check_placement(where: str, placement: Dict[str, Any]) -> None:
     gpu, resources = placement.get("gpu"), placement.get("ray_resources")
     if gpu is not None and (not isinstance(gpu, str) or not gpu.strip()):
         raise BadInput("%s: gpu must be an accelerator name such as H100, got %r" % (where, gpu))
-    if resources is not None:
-        if not isinstance(resources, dict) or not all(
-                isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                for k, v in resources.items()):
-            raise BadInput("%s: ray_resources must map resource names to amounts, e.g. {CPU: 1}, got %r"
-                           % (where, resources))
+    if resources is not None and (not isinstance(resources, dict) or not all(
+            isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+            for k, v in resources.items())):
+        raise BadInput("%s: ray_resources must map resource names to amounts, e.g. {CPU: 1}, got %r"
+                       % (where, resources))
 
 
 def load_fleet(path: Union[str, Path], env: Mapping[str, str], default_python: str) -> List[FleetEntry]:

@@ -108,7 +108,7 @@ def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine
         if outcome is Outcome.OOM:
             facts.oom_stage = oom_stage(before, in_request)
         detail = _describe(outcome, facts, line.msg)
-        return Classification(outcome, detail, facts, capacity_evidence + [line.raw], phase)
+        return Classification(outcome, detail, facts, [*capacity_evidence, line.raw], phase)
     return None
 
 
@@ -149,7 +149,7 @@ def classify(
             return verdict
         problem = (result or {}).get("request_problem")
         if problem:  # served fewer tokens than asked: the KV cache could not hold the sequence
-            return Classification(Outcome.REQUEST_FAILED, problem, facts, capacity_evidence + [problem], phase)
+            return Classification(Outcome.REQUEST_FAILED, problem, facts, [*capacity_evidence, problem], phase)
         detail = "the full-length request failed: %s" % _exception_summary(result)
         return Classification(Outcome.CRASH, detail, facts, _tail(lines + _exception_lines(result)), phase,
                               transient)

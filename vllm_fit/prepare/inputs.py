@@ -101,7 +101,7 @@ def fraction(flag: str, raw: Any) -> float:
 
 def size(flag: str, raw: Any) -> int:
     """Bytes from a size such as 64MiB or 2GiB (or a whole number of bytes)."""
-    if isinstance(raw, bool) or isinstance(raw, float):
+    if isinstance(raw, (bool, float)):
         raise BadInput("%s must be a size such as 2GiB (or a whole number of bytes), got %r" % (flag, raw))
     try:
         return parse_size(str(raw))

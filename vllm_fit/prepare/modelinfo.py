@@ -94,7 +94,9 @@ def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     kv_heads = config.get("num_key_value_heads", heads)
     head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if heads else None)
     dtype = _DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
-    if not all(isinstance(v, int) and v > 0 for v in (layers, kv_heads, head_dim)) or dtype is None:
+    if not (isinstance(layers, int) and isinstance(kv_heads, int) and isinstance(head_dim, int)) or dtype is None:
+        return None
+    if min(layers, kv_heads, head_dim) <= 0:
         return None
     return 2 * layers * kv_heads * head_dim * dtype
 

@@ -37,20 +37,20 @@ class Grid:
         return round(index * self.step, 2) if self.kind == "gpu_memory_utilization" else int(index * self.step)
 
     def index(self, value: float) -> int:
-        return int(round(value / self.step))
+        return round(value / self.step)
 
     def up(self, value: float) -> int:
         """The smallest index whose value is at least `value`."""
-        return int(math.ceil(value / self.step - _EPS))
+        return math.ceil(value / self.step - _EPS)
 
     def down(self, value: float) -> int:
         """The largest index whose value is at most `value`."""
-        return int(math.floor(value / self.step + _EPS))
+        return math.floor(value / self.step + _EPS)
 
     def candidate(self, index: int, length: int) -> Candidate:
         if self.kind == "gpu_memory_utilization":
             return Candidate(length, gpu_memory_utilization=self.value(index))
-        return Candidate(length, kv_cache_memory_bytes=self.value(index))
+        return Candidate(length, kv_cache_memory_bytes=int(self.value(index)))
 
 
 def too_high(obs: Observation) -> bool:
@@ -62,7 +62,7 @@ def too_high(obs: Observation) -> bool:
 
 def utilization_grid(cap: float, floor: float = 0.01) -> Grid:
     """Utilization in 0.01 steps from `floor` up to `cap`."""
-    return Grid("gpu_memory_utilization", 0.01, max(1, int(round(floor * 100))), int(math.floor(cap * 100 + _EPS)))
+    return Grid("gpu_memory_utilization", 0.01, max(1, round(floor * 100)), math.floor(cap * 100 + _EPS))
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class LeastMemoryForLength(Objective):
         if not points or not total:
             return None
         last = points[-1]
-        low, _ = self.model.kv_range(last, history)  # pessimistic: the first guess should serve
+        low, _ = self.model.kv_range(last, history) or (0, 0)  # pessimistic: the first guess should serve
         return self.grid.up(last.memory + (need - low) / total)
 
     def _lowest_possible(self, history: Sequence[Observation]) -> Optional[int]:
@@ -160,9 +160,11 @@ class LeastMemoryForLength(Objective):
         if self.grid.kind == "kv_cache_memory_bytes":
             return self.grid.up(need) if self.model.bytes_per_token else None
         total = self.model.total(history)
-        bounds = [self.grid.up(obs.memory + (need - self.model.kv_range(obs, history)[1]) / total)
-                  for obs in history if total and obs.memory is not None and obs.outcome is Outcome.OK
-                  and self.model.kv_range(obs, history)]
+        if not total:
+            return None
+        ranges = [(obs.memory, self.model.kv_range(obs, history)) for obs in history
+                  if obs.memory is not None and obs.outcome is Outcome.OK]
+        bounds = [self.grid.up(memory + (need - kv[1]) / total) for memory, kv in ranges if kv]
         return max(bounds) if bounds else None
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
@@ -170,7 +172,7 @@ class LeastMemoryForLength(Objective):
         if weights_do_not_fit(history):
             return None
         caps = [grid.down(obs.free_fraction) for obs in history if obs.free_fraction is not None]
-        top = min([grid.highest] + caps)
+        top = min([grid.highest, *caps])
         ok = [i for i, s in seen.items() if "ok" in s]
         low_bad = max([i for i, s in seen.items() if "low" in s and "ok" not in s], default=grid.lowest - 1)
         high_bad = min([i for i, s in seen.items() if "high" in s and "ok" not in s], default=top + 1)
@@ -244,7 +246,7 @@ class LongestAtHighestUtilization(Objective):
         total = self.model.total(history)
         limits = [obs.memory * total - obs.oom_shortfall_bytes for obs in history
                   if obs.oom_shortfall_bytes is not None and obs.memory is not None and total]
-        if not limits:
+        if not limits or not total:
             return None
         limit = min(limits)
         safe = self.grid.down(limit / total)

@@ -41,6 +41,9 @@ def run_with_retries(attempt: Callable[[], TrialRecord], policy: RetryPolicy) ->
     """
     failed: List[TrialRecord] = []
 
+    def _last_result(state: Any) -> TrialRecord:
+        return state.outcome.result()
+
     def remember(state: Any) -> None:
         failed.append(state.outcome.result())
 
@@ -48,7 +51,7 @@ def run_with_retries(attempt: Callable[[], TrialRecord], policy: RetryPolicy) ->
         stop=stop_after_attempt(policy.attempts),
         wait=wait_exponential(multiplier=policy.wait_s, min=policy.wait_s, max=policy.max_wait_s),
         retry=retry_if_result(is_transient),
-        retry_error_callback=lambda state: state.outcome.result(),
+        retry_error_callback=_last_result,
         before_sleep=remember,
     )
     record = retrying(attempt)

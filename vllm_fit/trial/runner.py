@@ -7,6 +7,7 @@ until they are really gone, so one trial's leftovers never disturb the next.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -81,18 +82,15 @@ class _OutputPump(threading.Thread):
         self.chunks: List[str] = []
 
     def run(self) -> None:
-        log = open(self.log_path, "w", encoding="utf-8") if self.log_path else None  # in a 0700 folder
-        try:
-            for raw in iter(self.stream.readline, b""):
+        with contextlib.ExitStack() as stack:
+            log = stack.enter_context(open(self.log_path, "w", encoding="utf-8")) if self.log_path else None
+            for raw in iter(self.stream.readline, b""):  # the log lives in a 0700 folder
                 line = scrub(raw.decode("utf-8", errors="replace"), self.secrets)
                 self.chunks.append(line)
                 if log:
                     log.write(line)
                     log.flush()
                 self.on_line(line)
-        finally:
-            if log:
-                log.close()
 
     def text(self) -> str:
         return "".join(self.chunks)
@@ -124,15 +122,11 @@ def _alive(processes: Sequence[psutil.Process]) -> List[psutil.Process]:
 
 def _signal_all(pgid: int, processes: Sequence[psutil.Process], sig: int) -> None:
     """Send sig to the group and to each listed process (descendants that left the group)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):  # the group is already empty
         os.killpg(pgid, sig)
-    except ProcessLookupError:
-        pass  # the group is already empty
     for proc in _alive(processes):
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):  # exited between the check and the signal
             proc.send_signal(sig)
-        except psutil.NoSuchProcess:
-            pass  # exited between the check and the signal
 
 
 def kill_tree(popen: subprocess.Popen, descendants: Sequence[psutil.Process]) -> List[int]:
@@ -157,10 +151,8 @@ def kill_tree(popen: subprocess.Popen, descendants: Sequence[psutil.Process]) ->
 
 def _reap(popen: subprocess.Popen, block: bool = False) -> None:
     """Collect the child's exit status so it does not linger as a zombie."""
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):  # still running: kill_tree keeps signalling
         popen.wait(timeout=GONE_TIMEOUT_S if block else 0)
-    except subprocess.TimeoutExpired:
-        pass  # still running: kill_tree keeps signalling
 
 
 def run_probe(
@@ -206,7 +198,7 @@ def run_probe(
             if state["probe_phase"] == "request":
                 state["request_at"] = time.monotonic()
         phase = phases.advance(state["phase"], line)
-        if phase != state["phase"]:
+        if phase is not None and phase != state["phase"]:
             state["phase"] = phase
             on_phase(phase)
 

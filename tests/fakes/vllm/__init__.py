@@ -17,7 +17,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import fakegpu  # noqa: E402
+from typing import Optional
+
+import fakegpu
 
 _SPEC = fakegpu.world()
 __version__ = _SPEC.get("version", "0.32.0")
@@ -42,8 +44,8 @@ class _Obj:
 class LLM:
     """Enough of vllm.LLM for the probe: start-up memory checks, KV sizing, one request."""
 
-    def __init__(self, model: str, max_model_len: int = None, gpu_memory_utilization: float = None,
-                 kv_cache_memory_bytes: int = None, tensor_parallel_size: int = 1, **kwargs):
+    def __init__(self, model: str, max_model_len: Optional[int] = None, gpu_memory_utilization: Optional[float] = None,
+                 kv_cache_memory_bytes: Optional[int] = None, tensor_parallel_size: int = 1, **kwargs):
         spec = _SPEC
         mode = spec.get("mode", "normal")
         _log("INFO", "Initializing a V1 LLM engine (v%s) with config: model=%r, max_seq_len=%s"
