@@ -25,7 +25,7 @@ from .export.junit import junit_xml
 from .export.markdown import summary_table
 from .export.yaml_config import config_text, read_config
 from .files.atomic import write_text_atomic
-from .files.paths import check_output
+from .files.paths import check_distinct, check_output
 from .fitter import run_search
 from .fleet import batch as batch_module
 from .fleet.compare import compare
@@ -77,7 +77,9 @@ def store_for(cache_dir: Optional[str], no_cache: bool) -> Optional[FitStore]:
     """The fit store the options ask for (None with --no-cache), checked usable before any launch."""
     if no_cache:
         return None
-    return FitStore(check_cache_dir(Path(cache_dir) if cache_dir else default_cache_dir(os.environ)))
+    if cache_dir:
+        return FitStore(check_cache_dir(Path(cache_dir), chosen=True))
+    return FitStore(check_cache_dir(default_cache_dir(os.environ)))
 
 
 def work_dir_for(text: Optional[str]) -> Optional[Path]:
@@ -105,6 +107,7 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     """
     request = request_from_options(options, os.environ, sys.executable)
     prepared = prepare(request)
+    check_distinct({"--out": out, "--report": report})
     if out:  # every output is proven writable before the first launch
         check_output(out, what="--out", suffixes=YAML_SUFFIXES)
     if report:
@@ -200,6 +203,7 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
     paths = [Path(c) for c in configs]
     for path in paths:
         read_config(path)  # refuse a broken file before launching anything
+    check_distinct({"--report": report, "--junit": junit})
     if report:
         check_output(report, what="--report")
     if junit:

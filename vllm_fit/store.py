@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from .errors import EnvironmentProblem
+from .errors import BadInput, EnvironmentProblem
 from .files.atomic import write_text_atomic
 from .outcome import Outcome
 from .trial.record import TrialRecord
@@ -34,8 +34,8 @@ def default_cache_dir(env: Mapping[str, str]) -> Path:
     return Path(base) / "vllm-fit"
 
 
-def check_cache_dir(root: Path) -> Path:
-    """The cache directory, created; EnvironmentProblem (exit 3) when it cannot be one."""
+def check_cache_dir(root: Path, chosen: bool = False) -> Path:
+    """The cache directory, created; exit 2 when the user's --cache-dir cannot be one, 3 for the default."""
     try:
         for sub in ("fits", "journals"):
             (root / sub).mkdir(parents=True, exist_ok=True)
@@ -43,8 +43,9 @@ def check_cache_dir(root: Path) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise EnvironmentProblem("the cache directory %s is not usable (%s); pass --cache-dir DIR or"
-                                 " --no-cache" % (root, exc.strerror or exc)) from None
+        problem = BadInput if chosen else EnvironmentProblem
+        raise problem("the cache directory %s is not usable (%s); pass --cache-dir DIR or"
+                      " --no-cache" % (root, exc.strerror or exc)) from None
     return root
 
 

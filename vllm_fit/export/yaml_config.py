@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import yaml
 
 from ..errors import BadInput, one_line
+from ..files.yaml_text import read_yaml
 from ..redact import is_secret_name
 
 FIRST_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
@@ -93,16 +94,18 @@ def human_int(key: str, value: Any, where: str) -> int:
 
 def read_config(path: Union[str, Path]) -> Dict[str, Any]:
     """Engine arguments from a config file (dash-case keys become underscores), numbers checked."""
-    try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise BadInput("cannot read config %s: %s" % (path, one_line(str(exc).splitlines()[0] if str(exc) else
-                                                                     type(exc).__name__))) from None
+    data = read_yaml(path, "config")
     if not isinstance(data, dict) or "model" not in data or "max-model-len" not in data:
         raise BadInput("%s is not a vllm-fit config: it needs at least `model:` and `max-model-len:`"
                        % path)
-    args = {str(key).replace("-", "_"): value for key, value in data.items()}
+    odd = [key for key in data if not isinstance(key, str)]
+    if odd:
+        raise BadInput("%s: key %r is not a name; vllm serve takes option names such as max-model-len"
+                       % (path, odd[0]))
+    args = {key.replace("-", "_"): value for key, value in data.items()}
     args["max_model_len"] = human_int("max-model-len", args["max_model_len"], str(path))
+    if args["max_model_len"] < 1:
+        raise BadInput("%s: max-model-len must be at least 1, got %r" % (path, data["max-model-len"]))
     for key in INT_KEYS:
         if args.get(key) is not None:
             args[key] = human_int(key.replace("_", "-"), args[key], str(path))

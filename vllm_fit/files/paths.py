@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path, PurePosixPath
-from typing import Optional, Sequence, Union
+from typing import Dict, Optional, Sequence, Union
 
 from ..errors import BadInput
 
@@ -66,6 +66,18 @@ def check_output(path: PathLike, kind: str = "file", what: Optional[str] = None,
         raise BadInput("%s: %s is %s; name a regular file to write" % (what, path, name))
     _writable_folder(path.parent if str(path.parent) else Path("."), what)
     return path
+
+
+def check_distinct(outputs: Dict[str, Optional[str]]) -> None:
+    """No two output options (flag -> path) name the same file: one would overwrite the other."""
+    seen: Dict[Path, str] = {}
+    for flag, path in outputs.items():
+        if not path:
+            continue
+        resolved = Path(path).expanduser().resolve()
+        if resolved in seen:
+            raise BadInput("%s and %s name the same file %s; give each its own" % (seen[resolved], flag, path))
+        seen[resolved] = flag
 
 
 def inside(folder: Path, relative: object, what: str) -> Path:

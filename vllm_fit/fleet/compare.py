@@ -21,6 +21,8 @@ def _from_config(path: Path) -> Dict[str, Any]:
 
 def load_set(path: Path) -> Dict[str, Dict[str, Any]]:
     """Per name: the fit facts of a folder of configs (or its configs/ subfolder), or a batch index."""
+    if path.is_dir() and (path / "index.json").is_file():
+        path = path / "index.json"
     if path.is_file() and path.suffix == ".json":
         index = load_index(path)
         return {e["name"]: {"max_model_len": e["fit"].get("max_model_len"),
@@ -33,7 +35,11 @@ def load_set(path: Path) -> Dict[str, Dict[str, Any]]:
     if not path.is_dir():
         raise BadInput("%s is neither a folder of configs, a config, nor a batch index.json" % path)
     folder = path / "configs" if (path / "configs").is_dir() else path
-    return {config.stem: _from_config(config) for config in sorted(folder.glob("*.yaml"))}
+    configs = sorted(folder.glob("*.yaml"))
+    if not configs:
+        raise BadInput("%s has no index.json and no *.yaml configs; name a batch output folder, its"
+                       " index.json, or a folder of configs" % path)
+    return {config.stem: _from_config(config) for config in configs}
 
 
 def regressions(old: Dict[str, Dict[str, Any]], new: Dict[str, Dict[str, Any]]) -> List[str]:

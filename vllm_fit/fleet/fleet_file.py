@@ -24,16 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Tuple, Union
 
-import yaml
-
 from ..errors import BadInput, one_line
+from ..files.yaml_text import read_yaml
 from ..prepare.request import BY_KEY, OPTIONS, SearchRequest, request_from_options
 
 ENTRY_KEYS = frozenset({"name", "gpu", "ray_resources"})
 """Fleet keys that are not search options: the entry's stable name, and where it runs (batch --executor ray)."""
 KNOWN_KEYS = sorted(set(BY_KEY) | ENTRY_KEYS)
-MAX_ALIASES = 100
-"""YAML aliases allowed in one fleet file (a bound against alias bombs)."""
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -46,33 +43,6 @@ class FleetEntry:
     request: SearchRequest
     placement: Dict[str, Any]
     """Where it may run: `gpu` and `ray_resources`, for batch --executor ray."""
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """yaml.SafeLoader that refuses duplicate keys and bounds aliases."""
-
-    aliases = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            self.aliases += 1
-            if self.aliases > MAX_ALIASES:
-                raise yaml.YAMLError("more than %d aliases" % MAX_ALIASES)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if isinstance(key, (str, int, float, bool)) and key in seen:
-                raise yaml.YAMLError("duplicate key %r (line %d)" % (key, key_node.start_mark.line + 1))
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
-
-
-def safe_load(text: str) -> Any:
-    """yaml.safe_load with duplicate keys refused and aliases bounded."""
-    return yaml.load(text, Loader=_StrictLoader)
 
 
 def _check_keys(where: str, options: Any) -> Dict[str, Any]:
@@ -154,17 +124,7 @@ def _check_placement(where: str, placement: Dict[str, Any]) -> None:
 
 def load_fleet(path: Union[str, Path], env: Mapping[str, str], default_python: str) -> List[FleetEntry]:
     """Read and validate a fleet file (safe YAML: no tags, no duplicate keys, bounded aliases)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise BadInput("fleet file %s is not UTF-8 text; save it as UTF-8" % path) from None
-    except OSError as exc:
-        raise BadInput("cannot read fleet file %s: %s" % (path, exc.strerror)) from None
-    try:
-        data = safe_load(text)
-    except yaml.YAMLError as exc:
-        raise BadInput("%s is not valid YAML: %s" % (path, one_line(str(exc)))) from None
-    return parse_fleet(data, str(path), env, default_python)
+    return parse_fleet(read_yaml(path, "fleet file"), str(path), env, default_python)
 
 
 def parse_shard(text: str) -> Tuple[int, int]:

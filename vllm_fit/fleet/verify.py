@@ -18,6 +18,7 @@ from ..files.workdir import run_folder
 from ..gpu import Devices
 from ..logs.regime import Regime
 from ..outcome import Outcome
+from ..prepare.checks import check_model
 from ..prepare.envcheck import Interpreter
 from ..trial.listener import Listener
 from ..trial.record import TrialContext
@@ -78,6 +79,8 @@ def verify_all(paths: List[Path], interpreter: Interpreter, env: Mapping[str, st
                tolerance: float, listener: Listener) -> List[Dict[str, Any]]:
     """Verify configs one after the other, through the search's launch path."""
     configs = [read_config(p) for p in paths]  # every file is checked before the first launch
+    for config in configs:
+        check_model(str(config["model"]), env)
     tp = max(int(c.get("tensor_parallel_size") or 1) for c in configs)
     devices = Devices(env, tp)
     regime = Regime.of(interpreter.vllm_version, env=env)

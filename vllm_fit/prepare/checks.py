@@ -56,8 +56,9 @@ def length_space(request: SearchRequest, model: ModelInfo, notes: List[str]) -> 
     max_len = request.max_len
     if max_len is None:
         if derived is None:
-            raise BadInput("--max-len is needed: %s has no local config.json to read its maximum length"
-                           " from; e.g. --max-len 32768" % request.model)
+            raise BadInput("--max-len is needed: %s is not a local model directory and the hub cache has no"
+                           " config.json for it; pass the model's directory, or --max-len N (e.g. 32768) for a"
+                           " hub id vLLM downloads" % request.model)
         max_len = derived
     elif derived is not None and max_len > derived and not long_ok:
         notes.append("--max-len %d is over the model's maximum %d (config.json); searching up to %d"
@@ -134,7 +135,7 @@ def utilization_cap(request: SearchRequest, devices: Devices, regime: Regime, no
         notes.append("utilization capped at %.2f: that is what is free on the device" % free_cap)
         cap = free_cap
     if cap < 0.01:
-        raise EnvironmentProblem("the device has less than 1%% of its memory free; free it first")
+        raise EnvironmentProblem("the device has less than 1% of its memory free; free it first")
     return cap
 
 

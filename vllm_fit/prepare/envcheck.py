@@ -7,7 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Optional
 
-from ..errors import BadInput, EnvironmentProblem, one_line
+from ..errors import BadInput, EnvironmentProblem
 
 # Runs in the target interpreter. importlib.metadata needs Python 3.8; find_spec does not import.
 _QUERY = r"""
@@ -79,8 +79,9 @@ def inspect_interpreter(python: str, timeout_s: float = 60.0) -> Interpreter:
         if not isinstance(info, dict) or "python" not in info:
             raise ValueError("unexpected answer")
     except (IndexError, ValueError) as exc:
-        raise BadInput("--python %s is not a Python interpreter that answers (%s); pass the vLLM"
-                       " environment's python" % (python, one_line(done.stderr.strip()[-300:]) or "no output")) from exc
+        raise BadInput("--python %s is not a Python interpreter that answers (it exited %s without the"
+                       " answer; try `%s -c 'import vllm'`); pass the vLLM environment's python"
+                       % (python, done.returncode, python)) from exc
     if not info.get("vllm_found"):
         raise EnvironmentProblem("the interpreter %s cannot import vllm; install vLLM there or pass"
                                  " the vLLM environment's python with --python" % python)

@@ -2,7 +2,7 @@
 the checked value out, or BadInput naming the option, the rule and an example (exit 2).
 
 Each takes (flag, raw). Booleans are never numbers, numbers are plain decimals (no NaN, no
-exponent, bounded digits), and engine-argument values are JSON or Python's True/False/None.
+exponent, bounded digits), and engine-argument values are JSON, or true/false/null/none in any case.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ RESERVED_ENGINE_ARGS = {
     "tensor_parallel_size": "--tensor-parallel-size",
 }
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
-_PYTHON_LITERALS = {"True": True, "False": False, "None": None}
+_LITERALS = {"true": True, "false": False, "none": None, "null": None}
 MAX_NUMBER = 10**15
 
 
@@ -69,7 +69,10 @@ def positive_int(flag: str, raw: Any) -> int:
 
 def non_negative_int(flag: str, raw: Any) -> int:
     """A whole number >= 0."""
-    return _whole(flag, raw, "2")
+    value = _whole(flag, raw, "2")
+    if value < 0:
+        raise BadInput("%s must be at least 0, got %r; e.g. %s 2" % (flag, raw, flag))
+    return value
 
 
 def seconds(flag: str, raw: Any) -> float:
@@ -77,6 +80,26 @@ def seconds(flag: str, raw: Any) -> float:
     value = _decimal(flag, raw, "900")
     if value <= 0:
         raise BadInput("%s must be greater than 0, got %r; e.g. %s 900" % (flag, raw, flag))
+    return value
+
+
+MAX_BACKOFF_S = 3600.0
+
+
+def backoff(flag: str, raw: Any) -> float:
+    """A wait before a relaunch, in seconds: > 0 and at most an hour (it doubles after each retry)."""
+    value = seconds(flag, raw)
+    if value > MAX_BACKOFF_S:
+        raise BadInput("%s must be at most %d seconds, got %r; e.g. %s 5" % (flag, MAX_BACKOFF_S, raw, flag))
+    return value
+
+
+def utilization_cap(flag: str, raw: Any) -> float:
+    """The highest utilization a search tries: in [0.01, 1], since the search steps by 0.01."""
+    value = utilization(flag, raw)
+    if value < 0.01:
+        raise BadInput("%s must be at least 0.01 (1%% of device memory; the search steps by 0.01), got %r;"
+                       " e.g. %s 0.9" % (flag, raw, flag))
     return value
 
 
@@ -135,15 +158,18 @@ def choice(enum: Type[Enum]) -> Callable[[str, Any], Any]:
 
 
 def parse_value(text: str) -> Any:
-    """An engine-argument value: JSON when it parses (8, true, {"a": 1}), True/False/None, else the string.
+    """An engine-argument value: JSON when it parses (8, {"a": 1}), true/false/null in any case, else the string.
 
     Non-finite numbers (NaN, Infinity, 1e400) are refused: vLLM would take them as nonsense.
     """
-    if text in _PYTHON_LITERALS:
-        return _PYTHON_LITERALS[text]
+    if text.strip().lower() in _LITERALS:
+        return _LITERALS[text.strip().lower()]
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
-    except ValueError:
+    except ValueError as exc:
+        if text.strip()[:1] in ("{", "[", '"'):
+            raise ValueError("%r looks like JSON but does not parse (%s); fix the JSON or quote it"
+                             % (text, exc)) from None
         return text
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("not a finite number")

@@ -62,17 +62,17 @@ def derived_max_len(config: Dict[str, Any]) -> Optional[int]:
         rope_type = scaling.get("rope_type", scaling.get("type"))
         if rope_type not in ("su", "longrope", "llama3", "default", "mrope"):
             if rope_type == "yarn" and "original_max_position_embeddings" in scaling:
-                derived = float(_number(scaling, "original_max_position_embeddings"))
-            derived *= float(_number(scaling, "factor"))
+                derived = _number(scaling, "original_max_position_embeddings", "rope_scaling.")
+            derived *= _number(scaling, "factor", "rope_scaling.")
     if not math.isfinite(derived) or derived < 1 or derived > 1 << 40:
         raise ValueError("the model's maximum length works out to %r" % derived)
     return int(derived)
 
 
-def _number(mapping: Dict[str, Any], key: str) -> float:
+def _number(mapping: Dict[str, Any], key: str, where: str = "") -> float:
     value = mapping.get(key)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError("%s must be a finite number, got %r" % (key, value))
+        raise ValueError("%s%s must be a finite number, got %r" % (where, key, value))
     return float(value)
 
 

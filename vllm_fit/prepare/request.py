@@ -118,7 +118,7 @@ class SearchRequest:
         " 2621440, 64MiB, 2GiB ...", fingerprint=True, applies=frozenset({ObjectiveKind.FIXED_MEMORY}),
         metavar="SIZE")
     max_utilization: float = option(
-        "max_utilization", inputs.utilization, "When utilization is searched: the highest value tried (the cap;"
+        "max_utilization", inputs.utilization_cap, "When utilization is searched: the highest value tried (the cap;"
         " above ~0.95 requests run out of memory mid-flight).", fingerprint=True,
         default=DEFAULT_MAX_UTILIZATION, applies=UTILIZATION_SEARCHES, metavar="U",
         default_text=str(DEFAULT_MAX_UTILIZATION))
@@ -142,7 +142,7 @@ class SearchRequest:
         " and not exceed the visible devices.", fingerprint=True, default=1, metavar="N", default_text="1")
     engine_args: Dict[str, Any] = option(
         "engine_args", inputs.engine_args, "Extra LLM(...) / vllm serve argument, repeatable: KEY=VALUE, VALUE"
-        " as JSON when it parses (true, 8, {\"a\": 1}) or True/False/None.", fingerprint=True, default={},
+        " as JSON when it parses (true, 8, {\"a\": 1}) or true/false/none in any case.", fingerprint=True, default={},
         metavar="KEY=VALUE", multiple=True, cli_flag="--engine-arg")
     python: str = option("python", inputs.interpreter, "Interpreter of the vLLM environment. Default: the one"
                          " running vllm-fit.", fingerprint=False, default="", metavar="PATH")
@@ -153,7 +153,7 @@ class SearchRequest:
     retries: int = option("retries", inputs.non_negative_int, "Relaunches of a transiently failed trial (free"
                           " memory short, NCCL hiccup).", fingerprint=False, default=2, metavar="N",
                           default_text="2")
-    retry_wait: float = option("retry_wait", inputs.seconds, "Backoff before the first relaunch; it doubles"
+    retry_wait: float = option("retry_wait", inputs.backoff, "Backoff before the first relaunch; it doubles"
                                " after each.", fingerprint=False, default=5.0, metavar="SECONDS",
                                default_text="5")
     require_idle: bool = option("require_idle", inputs.flag, "Refuse to start (exit 3) when other processes"
