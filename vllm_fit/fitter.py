@@ -16,6 +16,7 @@ from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
 from .prepare import Prepared
 from .prepare.request import OPTIONS, ObjectiveKind, Strategy
+from .redact import public_args
 from .report import build_report, environment
 from .search.base import LengthSpace
 from .search.length import Bisect, Doubling, LengthStrategy, Predict
@@ -83,7 +84,7 @@ def search_summary(prepared: Prepared) -> Dict[str, Any]:
         if kind in spec.applies and name != "python":
             value = getattr(request, name)
             summary[name] = value.value if hasattr(value, "value") else value
-    summary["engine_args"] = dict(request.engine_args)
+    summary["engine_args"] = public_args(request.engine_args)  # the report is shared: no secret values
     summary.update({"min_len": prepared.space.min_len, "max_len": prepared.space.max_len,
                     "granularity": prepared.space.granularity, "utilization_cap": prepared.utilization_cap,
                     "autofit_first": prepared.use_autofit, "model_derived_max_len": prepared.model.derived_max_len})

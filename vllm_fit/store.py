@@ -160,19 +160,40 @@ class FitStore:
 
     @contextlib.contextmanager
     def lock(self, fingerprint: str, note: Note = lambda message: None) -> Iterator[None]:
-        """Hold the fingerprint while searching: two runs of the same search would share a journal."""
+        """Hold the fingerprint while searching (two runs of one search would share a journal).
+
+        The lock file is removed on release. A run that opened it just before the removal finds,
+        once it holds its lock, that the path no longer names the file it locked, and opens again.
+        """
         path = self.root / "journals" / (fingerprint + ".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a+") as handle:
+        while True:
+            handle = open(path, "a+")  # noqa: SIM115 - closed below, after the unlink
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
+                handle.close()
                 raise EnvironmentProblem("another vllm-fit is running this same search (lock %s); wait for it"
                                          " or pass --no-cache" % path) from None
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+            if _same_file(handle, path):
+                break
+            handle.close()  # locked a file another run has just removed: take the one at the path now
+        try:
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            handle.close()  # closing releases the lock
+
+
+def _same_file(handle: Any, path: Path) -> bool:
+    """True when `path` still names the file open as `handle`."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def _usable(data: Mapping[str, Any]) -> bool:

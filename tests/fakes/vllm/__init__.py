@@ -50,6 +50,9 @@ class LLM:
         mode = spec.get("mode", "normal")
         _log("INFO", "Initializing a V1 LLM engine (v%s) with config: model=%r, max_seq_len=%s"
              % (__version__, model, max_model_len))
+        _log("INFO", "non-default args: %r" % (kwargs,))  # as vLLM 0.10+ logs them: secrets included
+        for name in spec.get("echo_env", []):  # a library that prints its environment
+            _log("INFO", "environment: %s=%s" % (name, os.environ.get(name)))
         # an engine-core-like grandchild (optionally deaf to SIGTERM), so that group cleanup is exercised
         deaf = "signal.signal(signal.SIGTERM, signal.SIG_IGN); " if spec.get("helper_ignores_sigterm") else ""
         self._helper = subprocess.Popen([sys.executable, "-c", "import signal, time; %stime.sleep(3600)" % deaf])
