@@ -438,3 +438,27 @@ def test_written_files_keep_normal_permissions(tmp_path):
     finally:
         os.umask(previous)
     assert stat.S_IMODE((tmp_path / "a.yaml").stat().st_mode) == 0o644
+
+
+DEVICE_CASES = [
+    ("unknown visible device", ["--gpu-memory-utilization", "0.9"], {"CUDA_VISIBLE_DEVICES": "3"}, 3,
+     "CUDA_VISIBLE_DEVICES=3"),
+    ("tp above the visible devices", ["--tensor-parallel-size", "2"], {}, 2, "needs 2 devices"),
+    ("kv size above the device", ["--kv-cache-memory", "500GiB"], {}, 2, "device's total memory"),
+    ("busy device with require-idle", ["--require-idle"], {"OTHERS": "1"}, 3, "not idle"),
+]
+
+
+@pytest.mark.parametrize("args, env, code, words", [case[1:] for case in DEVICE_CASES],
+                         ids=[case[0] for case in DEVICE_CASES])
+def test_device_checks_refuse_before_a_launch(args, env, code, words, fake_world, fake_model, tmp_path):
+    """TEST DOUBLE: the fake NVML (tests/fakes/pynvml.py) plays one 80 GiB device in the parent process."""
+    import subprocess
+
+    others = [{"pid": 4242, "name": "jupyter", "gib": 10.0}] if env.pop("OTHERS", None) else []
+    world = dict(fake_world(others=others), **env)
+    done = subprocess.run([sys.executable, "-m", "vllm_fit", "search", "--model", str(fake_model), *args],
+                          env=world, capture_output=True, text=True, timeout=120)
+    assert done.returncode == code, done.stderr
+    assert done.stderr.count("\n") == 1 and words in done.stderr and "Traceback" not in done.stderr
+    assert not list((tmp_path / "fake-gpu-state").glob("alloc-*")), "a trial was launched"
