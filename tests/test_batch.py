@@ -180,3 +180,17 @@ def test_the_same_search_twice_at_once_is_refused(fake_world, fake_model, tmp_pa
     finally:
         first.send_signal(signal.SIGTERM)
         assert first.wait(timeout=60) == 130
+
+
+def test_an_entry_with_a_broken_model_config_is_an_entry_result(fake_world, fake_model, tmp_path):
+    broken = tmp_path / "broken-model"
+    broken.mkdir()
+    (broken / "config.json").write_text("{broken")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("defaults: {kv_cache_memory: 1GiB}\nmodels:\n  - {model: '%s', name: bad}\n"
+                     "  - {model: '%s', name: good}\n" % (broken, fake_model))
+    done = vllm_fit(fake_world(), "batch", fleet, "--out-dir", tmp_path / "out")
+    assert done.returncode == 1, done.stderr
+    entries = {e["name"]: e for e in json.loads((tmp_path / "out" / "index.json").read_text())["entries"]}
+    assert entries["bad"]["status"] == "error" and "config.json" in entries["bad"]["message"]
+    assert entries["good"]["status"] == "fit"
