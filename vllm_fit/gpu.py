@@ -180,9 +180,12 @@ class Devices:
             nvml.nvmlShutdown()
 
     def wait_released(self, baseline: List[DeviceState], timeout_s: float = RELEASE_TIMEOUT_S) -> Dict[str, Any]:
-        """Wait (bounded) until each device's used memory is back to its pre-trial level."""
+        """Wait (bounded) until each device's used memory is back to its pre-trial level.
+
+        `released` is None when there is no device view to watch (no NVML): nobody knows.
+        """
         if not baseline:
-            return {"waited_s": 0.0, "released": True}
+            return {"waited_s": 0.0, "released": None}
         started = time.monotonic()
         while True:
             now = self.snapshot()

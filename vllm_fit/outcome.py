@@ -71,6 +71,8 @@ class CapacityFacts:
     kv_cache_memory_bytes: Optional[int] = None
     effective_max_model_len: Optional[int] = None
     autofit_len: Optional[int] = None
+    autofit_from: Optional[int] = None
+    """The max_model_len the engine was configured with when auto-fit sized the pool (the model's maximum)."""
     autofit_reduced: Optional[bool] = None
     """True when vLLM said it reduced the length to fit memory; False when the full context fit."""
     estimated_max_len: Optional[int] = None

@@ -105,7 +105,8 @@ WEIGHTS_LOADED = re.compile(
     r"(?:Model loading took|Loading model weights took(?: in total)?|Loading weights took) (-?[\d.]+) ?Gi?B"
 )
 AUTOFIT_REDUCED = re.compile(
-    r"Auto-fit max_model_len: reduced from \d+ to (\d+)|--max-model-len auto reduced max_model_len from \d+ to (\d+)"
+    r"Auto-fit max_model_len: reduced from (\d+) to (\d+)"
+    r"|--max-model-len auto reduced max_model_len from (\d+) to (\d+)"
 )
 AUTOFIT_FULL = re.compile(r"Auto-fit max_model_len: full model context length (\d+) fits")
 USING_MAX_LEN = re.compile(r"Using max model len (\d+)")
@@ -222,7 +223,11 @@ def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
     if autofit or full:
         reduced_last = bool(autofit) and (not full or lines.index(autofit[-1][0]) > lines.index(full[-1][0]))
         facts.autofit_reduced = reduced_last
-        facts.autofit_len = int(first_group(autofit[-1][1]) or 0) if reduced_last else int(full[-1][1].group(1))
+        if reduced_last:
+            numbers = [int(g) for g in autofit[-1][1].groups() if g is not None]
+            facts.autofit_from, facts.autofit_len = numbers[0], numbers[1]
+        else:
+            facts.autofit_from = facts.autofit_len = int(full[-1][1].group(1))
     using = find_all(USING_MAX_LEN, lines)
     if using:
         facts.effective_max_model_len = int(using[-1][1].group(1))

@@ -9,21 +9,26 @@ from typing import Optional
 
 from ..errors import BadInput, EnvironmentProblem
 
-# Runs in the target interpreter. importlib.metadata needs Python 3.8; find_spec does not import.
+# Runs in the target interpreter (importlib.metadata needs Python 3.8). Nothing is imported unless no
+# metadata and no version file name the vLLM version (a tree that computes it at import time).
 _QUERY = r"""
-import importlib.util, json, sys
+import importlib.util, json, os, sys
 out = {"python": sys.version.split()[0], "vllm_found": importlib.util.find_spec("vllm") is not None}
 try:
     from importlib import metadata
     names = metadata.packages_distributions() if hasattr(metadata, "packages_distributions") else {}
     for package in ("vllm", "torch"):
-        for dist in names.get(package, [package]):
+        spec = importlib.util.find_spec(package)
+        for dist in names.get(package, [package]) if spec and spec.origin else []:
             try:
-                out[package] = metadata.version(dist)
-                out[package + "_distribution"] = dist
-                break
+                owner = metadata.distribution(dist)
             except metadata.PackageNotFoundError:
                 continue
+            # the distribution must own the module that imports: a tree on PYTHONPATH may shadow it
+            if os.path.realpath(str(owner.locate_file(package + "/__init__.py"))) == os.path.realpath(spec.origin):
+                out[package] = owner.version
+                out[package + "_distribution"] = dist
+                break
 except ImportError:
     pass
 import re
@@ -40,6 +45,12 @@ for folder in (vllm_spec.submodule_search_locations or []) if vllm_spec and not 
             break
     if out.get("vllm"):
         break
+if out["vllm_found"] and not out.get("vllm"):  # a version computed at import time: ask the module itself
+    try:
+        import vllm
+        out["vllm"] = str(vllm.__version__)
+    except Exception as exc:
+        out["vllm_error"] = repr(exc)[:300]
 torch_spec = importlib.util.find_spec("torch")  # CUDA/HIP versions, read from torch/version.py as text
 for folder in (torch_spec.submodule_search_locations or []) if torch_spec else []:
     try:

@@ -55,6 +55,8 @@ class Observation:
     transient: bool = False
     engine: Optional[Engine] = None
     autofit_reduced: Optional[bool] = None
+    pool_at: Optional[int] = None
+    """The max_model_len configured when the pool was sized, where it differs from `length` (auto-fit)."""
 
     @property
     def started(self) -> bool:
@@ -134,7 +136,8 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
         elif obs.fails_length:
             failures.add(obs.length)
         if use_hints and obs.hint is not None and obs.started:
-            ceilings.add((obs.length, max(obs.hint, obs.length if obs.outcome is Outcome.OK else 0)))
+            ceilings.add((max(obs.pool_at or 0, obs.length),
+                          max(obs.hint, obs.length if obs.outcome is Outcome.OK else 0)))
     no_memory = any(obs.outcome is Outcome.NO_KV_MEMORY for obs in history)
     return Bracket(proven_ok, frozenset(failures), frozenset(ceilings), frozenset(tried), no_memory)
 
@@ -148,9 +151,9 @@ def top_candidate(space: LengthSpace, state: Bracket) -> Optional[int]:
         limit = min(limit, failed - 1)
     top = space.floor(limit)
     while top >= space.lowest and not state.allowed(top):
-        # a pool measured at or below `top` holds less: the highest allowed is that pool's limit
-        holds = min(h for at, h in state.ceilings if at <= top and top > h)
-        top = space.floor(holds) if space.floor(holds) < top else top - space.granularity
+        # a pool sized at or below `top` holds less; it rules out [max(sized at, holds + 1), ...)
+        bound = min(max(at, holds + 1) for at, holds in state.ceilings if at <= top and top > holds)
+        top = space.floor(bound - 1)
     return top if top >= space.lowest else None
 
 

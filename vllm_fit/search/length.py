@@ -49,9 +49,10 @@ class Predict(LengthStrategy):
     length the measured KV pool of a successful start holds; a success whose pool holds no further
     candidate ends the search (a shorter length never gets a smaller pool).
 
-    Trusting auto-fit's length as the ceiling assumes the pool does not depend on max_model_len,
-    which holds where auto-fit exists (V1, chunked prefill: profiling runs max_num_batched_tokens,
-    not max_model_len). Where the pool shrinks as the length grows (V0), no auto-fit is used.
+    Auto-fit sized its pool with the model's full length configured; a shorter max_model_len may
+    profile smaller and so get a larger pool (V1 profiles max_num_batched_tokens, but not every
+    model does). Auto-fit's length is therefore proven the longest only by launching the next
+    candidate above it: one more launch, and a wrong answer never goes unnoticed.
     """
 
     name = "predict"
@@ -70,12 +71,24 @@ class Predict(LengthStrategy):
         best = best_verified(self.space, history)
         if best is not None and best >= top:
             return None
+        above = self._above_autofit(history, best, state.tried) if best is not None else None
+        if above is not None:
+            return above
         if state.proven_ok is not None and state.proven_ok >= top:
             return top  # proven by a longer success; verify the candidate itself
         hinted = self._hinted(history, top, best)
         if hinted is not None:
             return hinted
         return _bisect_step(self.space, state.proven_ok, top)
+
+    def _above_autofit(self, history: Sequence[Observation], best: int, tried) -> Optional[int]:
+        """The candidate above an auto-fit answer, when that answer's pool was sized at a longer length."""
+        nxt = best + self.space.granularity
+        from_autofit = any(obs.requested == AUTO and obs.outcome is Outcome.OK and obs.length == best
+                           for obs in history)
+        if not from_autofit or nxt > self.space.highest or nxt in tried:
+            return None
+        return nxt
 
     def _hinted(self, history: Sequence[Observation], top: int, best: Optional[int]) -> Optional[int]:
         """The candidate the last trial's numbers point at, if it is new and still possible."""

@@ -288,7 +288,7 @@ class LongestAtHighestUtilization(Objective):
             return best + 1  # the numbers say best is the highest: prove it by the level above
         if best is None and top not in levels:
             if high and safe is None:  # no numbers: gallop down from the OOM
-                return max(floor + 1, min(high) - 2 ** (len(high) - 1))
+                return min(top, max(floor + 1, min(high) - 2 ** (len(high) - 1)))
             return top
         middle = (lower + top + 1) // 2
         return middle if lower < middle and middle not in levels else best

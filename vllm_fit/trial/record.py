@@ -101,7 +101,8 @@ class TrialRecord:
             derived_max=derived, memory=self.memory, blocks=facts.num_blocks, block_size=facts.block_size,
             kv_bytes=kv_bytes, total_bytes=facts.total_memory_gib * GIB if facts.total_memory_gib else None,
             oom_shortfall_bytes=shortfall, oom_stage=facts.oom_stage, free_fraction=free_fraction,
-            transient=self.transient, engine=self.engine, autofit_reduced=facts.autofit_reduced)
+            transient=self.transient, engine=self.engine, autofit_reduced=facts.autofit_reduced,
+            pool_at=facts.autofit_from if self.requested_len == AUTO else None)
 
     def to_json(self) -> Dict[str, Any]:
         """The record for the JSON report and the journal (secrets already removed)."""

@@ -30,8 +30,15 @@ class RetryPolicy:
 
 
 def is_transient(record: TrialRecord) -> bool:
-    """True for outcomes worth launching the same candidate again."""
-    return record.outcome is Outcome.FREE_MEMORY_SHORT or (record.transient and record.outcome is not Outcome.OK)
+    """True for outcomes worth launching the same candidate again (a flaky start, not a verdict).
+
+    A free-memory shortfall is one only when nobody saw the previous trial's memory released (no
+    NVML to watch): where the launch waited for the release, the shortfall vLLM prints is the
+    device's state, and the search moves below it instead.
+    """
+    if record.outcome is Outcome.FREE_MEMORY_SHORT:
+        return (record.device or {}).get("released") is not True
+    return record.transient and record.outcome is not Outcome.OK
 
 
 def run_with_retries(attempt: Callable[[], TrialRecord], policy: RetryPolicy) -> TrialRecord:
