@@ -162,12 +162,31 @@ def weights_do_not_fit(history: Sequence[Observation]) -> Optional[Observation]:
     return next((o for o in history if o.outcome is Outcome.OOM and o.oom_stage is OomStage.LOAD), None)
 
 
+def profile_does_not_fit(history: Sequence[Observation], lowest: int) -> Optional[Observation]:
+    """A trial at the shortest candidate ran out of memory in the profiling run.
+
+    The profile comes before the KV cache and does not depend on the memory knob, so no knob value
+    helps; a shorter length is not a candidate.
+    """
+    return next((o for o in history if o.outcome is Outcome.OOM and o.oom_stage is OomStage.PROFILE
+                 and o.length is not None and o.length <= lowest), None)
+
+
+def _short(obs: Observation) -> str:
+    lacked = obs.oom_shortfall_bytes
+    return " (its failing allocation lacked %.2f GiB)" % (lacked / (1 << 30)) if lacked else ""
+
+
 def why_nothing_fits(history: Sequence[Observation]) -> Optional[str]:
     """The proof, in vLLM's numbers, that nothing in the range can work (None when it is not that simple)."""
     load = weights_do_not_fit(history)
     if load is not None:
-        short = " (%.2f GiB short)" % (load.oom_shortfall_bytes / (1 << 30)) if load.oom_shortfall_bytes else ""
-        return "the weights do not fit on the device%s: out of memory while loading them" % short
+        return "the weights do not fit on the device%s: out of memory while loading them" % _short(load)
+    profile = next((o for o in history if o.outcome is Outcome.OOM and o.oom_stage is OomStage.PROFILE), None)
+    if profile is not None and not any(o.started for o in history):
+        return ("the profiling run does not fit on the device%s, at the shortest length tried (%s): no"
+                " memory setting changes the activation peak" % (_short(profile), min(
+                    o.length for o in history if o.length is not None and o.oom_stage is OomStage.PROFILE)))
     if any(o.outcome is Outcome.NO_KV_MEMORY for o in history):
         return "no memory is left for the KV cache after the weights and the activation peak, at the highest" \
             " memory tried"

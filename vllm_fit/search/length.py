@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from ..outcome import Outcome
+from ..outcome import OomStage, Outcome
 from .base import AUTO, LengthSpace, Observation, best_verified, bracket, top_candidate
 
 MAX_HINT_MISSES = 2
@@ -74,6 +74,10 @@ class Predict(LengthStrategy):
         above = self._above_autofit(history, best, state.tried) if best is not None else None
         if above is not None:
             return above
+        last = history[-1]
+        if last.outcome is Outcome.OOM and last.oom_stage is OomStage.PROFILE and state.proven_ok is None \
+                and self.space.lowest not in state.tried:
+            return self.space.lowest  # the profile seldom depends on the length: the shortest says if any fits
         if state.proven_ok is not None and state.proven_ok >= top:
             return top  # proven by a longer success; verify the candidate itself
         hinted = self._hinted(history, top, best)

@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Set
 
 from ..logs.regime import Regime
 from ..outcome import Outcome
-from .base import LEVEL_OOM, Candidate, Observation, weights_do_not_fit
+from .base import LEVEL_OOM, Candidate, Observation, profile_does_not_fit, weights_do_not_fit
 from .length import LengthStrategy
 from .objectives import Objective, last_ok_index
 
@@ -169,7 +169,7 @@ class LeastMemoryForLength(Objective):
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         grid, seen = self.grid, _status(history, self.grid)
-        if weights_do_not_fit(history):
+        if weights_do_not_fit(history) or profile_does_not_fit(history, self.length):
             return None
         caps = [grid.down(obs.free_fraction) for obs in history if obs.free_fraction is not None]
         top = min([grid.highest, *caps])
@@ -266,7 +266,7 @@ class LongestAtHighestUtilization(Objective):
         """The level to work on next (None: nothing can work)."""
         grid = self.grid
         top = self._top(history)
-        if weights_do_not_fit(history):
+        if weights_do_not_fit(history) or profile_does_not_fit(history, self.strategy.space.lowest):
             return None
         levels = {grid.index(o.memory) for o in history if o.memory is not None}
         high = [i for i in levels if any(too_high(o) for o in self._at(history, i))]
@@ -284,8 +284,9 @@ class LongestAtHighestUtilization(Objective):
         lower = best if best is not None else floor
         if safe is not None and lower < safe <= top and safe not in levels:
             return safe
-        if best is not None and safe is not None and safe <= best and best + 1 not in levels:
+        if best is not None and safe is not None and safe == best and best + 1 not in levels:
             return best + 1  # the numbers say best is the highest: prove it by the level above
+        # above the numbers' prediction a level worked: they were too cautious; bisect up to the top
         if best is None and top not in levels:
             if high and safe is None:  # no numbers: gallop down from the OOM
                 return min(top, max(floor + 1, min(high) - 2 ** (len(high) - 1)))
@@ -297,8 +298,32 @@ class LongestAtHighestUtilization(Objective):
         level = self._level(history)
         if level is None:
             return None
-        length = self.strategy.propose(self._at(history, level))
+        at_level = self._at(history, level)
+        length = self._predicted_length(history, level) if not at_level else None
+        if length is None:
+            length = self.strategy.propose(at_level)
         return None if length is None else self.grid.candidate(level, length)
+
+    def _predicted_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
+        """The length a new level's pool holds, from a pool measured at another level (None: unknown).
+
+        The KV budget is a constant plus utilization x total, so each measured pool bounds the
+        constant; together they narrow it. The lower end keeps the guess on the side that starts;
+        the launch verifies it, and its own pool corrects it.
+        """
+        total, page = self.model.total(history), self.model.page_bytes(history)
+        sized = [(obs.memory, self.model.kv_range(obs, history)) for obs in history
+                 if obs.memory is not None and obs.started and obs.blocks is not None]
+        bounds = [(kv[0] - memory * total, kv[1] - memory * total) for memory, kv in sized if kv and total]
+        if not total or not page or not bounds:
+            return None
+        low, high = max(b[0] for b in bounds), min(b[1] for b in bounds)
+        if low > high:  # the pools do not line up (the profile moved): trust the latest alone
+            low = bounds[-1][0]
+        space = self.strategy.space
+        blocks = int((low + self.grid.value(level) * total) // page)
+        length = space.floor(self.model.regime.servable_len(blocks, self.model.block_size(history)))
+        return length if space.lowest <= length < space.highest else None
 
     def fit(self, history: Sequence[Observation]) -> Optional[int]:
         working = [self.grid.index(o.memory) for o in history if o.outcome is Outcome.OK and o.memory is not None]
