@@ -19,8 +19,9 @@ from .prepare.request import OPTIONS, ObjectiveKind, Strategy
 from .redact import public_args
 from .report import build_report, environment
 from .search.base import LengthSpace
+from .search.knob import Grid, KvModel, utilization_grid
 from .search.length import Bisect, Doubling, LengthStrategy, Predict
-from .search.memory import Grid, KvModel, LeastMemoryForLength, LongestAtHighestUtilization, utilization_grid
+from .search.memory import LeastMemoryForLength, LongestAtHighestUtilization
 from .search.objectives import LongestAtFixedMemory, Objective
 from .store import FitStore
 from .study import StopReason, StudyResult, run_study

@@ -70,10 +70,11 @@ def _stop_before(records: List[TrialRecord], objective: Objective) -> Optional[t
         return StopReason.STOPPING_OUTCOME, "trial %d ended %s: %s" % (stopper.index, stopper.outcome.value,
                                                                        stopper.detail)
     tail = records[-MAX_TIMEOUTS_IN_A_ROW:]
-    if (len(tail) == MAX_TIMEOUTS_IN_A_ROW and all(r.outcome is Outcome.TIMEOUT for r in tail)
-            and not any(r.outcome is Outcome.OK for r in records)):
-        return StopReason.TIMEOUTS, "%d trials in a row timed out (trials %s) and none served; raise" \
-            " --trial-timeout or check the log" % (len(tail), ", ".join(str(r.index) for r in tail))
+    if len(tail) == MAX_TIMEOUTS_IN_A_ROW and all(r.outcome is Outcome.TIMEOUT for r in tail):
+        served = any(r.outcome is Outcome.OK for r in records)
+        return StopReason.TIMEOUTS, "%d trials in a row timed out (trials %s)%s; raise --trial-timeout or" \
+            " check the log" % (len(tail), ", ".join(str(r.index) for r in tail),
+                                " above the longest verified length" if served else " and none served")
     if len(records) >= MAX_TRIALS:
         return StopReason.TRIAL_LIMIT, "stopped after %d trials" % MAX_TRIALS
     return None

@@ -7,6 +7,7 @@ fit), or None when the search is over; `best` returns the answer among the verif
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional, Sequence
 
 from ..outcome import OomStage, Outcome
@@ -65,6 +66,9 @@ class Predict(LengthStrategy):
         if not history:
             return AUTO if self.use_autofit else self.space.highest
         state = bracket(history)
+        if any(obs.requested == AUTO and obs.length is None and obs.fails_length for obs in history):
+            # auto-fit configures the model's full length first: failing before it said more rules that out
+            state = dataclasses.replace(state, failures=state.failures | {self.space.highest})
         top = top_candidate(self.space, state)
         if top is None:
             return None

@@ -1,0 +1,108 @@
+"""The memory knob's grid and what is known about KV cost: the model the memory objectives reason with.
+
+Grid: the knob's possible values (utilization in 0.01 steps, or KV bytes in granules). KvModel: bytes
+per token and per block, the device's total memory, and the bounds a trial's numbers put on its pool.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ..logs.regime import Regime
+from ..outcome import Outcome
+from .base import LEVEL_OOM, Candidate, Observation
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The knob's possible values: index k means k x step (utilization 0.01, or KV bytes per granule)."""
+
+    kind: str  # "gpu_memory_utilization" or "kv_cache_memory_bytes"
+    step: float
+    lowest: int
+    highest: int
+
+    def value(self, index: int) -> float:
+        return round(index * self.step, 2) if self.kind == "gpu_memory_utilization" else int(index * self.step)
+
+    def index(self, value: float) -> int:
+        return round(value / self.step)
+
+    def up(self, value: float) -> int:
+        """The smallest index whose value is at least `value`."""
+        return math.ceil(value / self.step - _EPS)
+
+    def down(self, value: float) -> int:
+        """The largest index whose value is at most `value`."""
+        return math.floor(value / self.step + _EPS)
+
+    def candidate(self, index: int, length: int) -> Candidate:
+        if self.kind == "gpu_memory_utilization":
+            return Candidate(length, gpu_memory_utilization=self.value(index))
+        return Candidate(length, kv_cache_memory_bytes=int(self.value(index)))
+
+
+def too_high(obs: Observation) -> bool:
+    """The memory knob was too high for this trial: free memory short, or out of memory at the KV
+    allocation or on the request (an OOM of the weights or the profile says nothing about the knob)."""
+    return obs.outcome is Outcome.FREE_MEMORY_SHORT or (
+        obs.outcome is Outcome.OOM and (obs.oom_stage is None or obs.oom_stage in LEVEL_OOM))
+
+
+def utilization_grid(cap: float, floor: float = 0.01) -> Grid:
+    """Utilization in 0.01 steps from `floor` up to `cap`."""
+    return Grid("gpu_memory_utilization", 0.01, max(1, round(floor * 100)), math.floor(cap * 100 + _EPS))
+
+
+@dataclass(frozen=True)
+class KvModel:
+    """What is known about KV cost before and across launches.
+
+    bytes_per_token: per device (tensor-parallel rank), from config.json; None when unknown.
+    total_bytes: device memory (NVML); None when unknown (a trial's log may still say it).
+    guess_block_size: block size assumed before any launch has reported the real one.
+    """
+
+    bytes_per_token: Optional[int]
+    total_bytes: Optional[float]
+    regime: Regime
+    guess_block_size: int = 16
+
+    def block_size(self, history: Sequence[Observation]) -> int:
+        sizes = [obs.block_size for obs in history if obs.block_size]
+        return sizes[-1] if sizes else self.guess_block_size
+
+    def page_bytes(self, history: Sequence[Observation]) -> Optional[float]:
+        """Bytes of one KV block on one device."""
+        if self.bytes_per_token:
+            return float(self.bytes_per_token * self.block_size(history))
+        for obs in reversed(history):  # measured: KV bytes over blocks
+            if obs.outcome is Outcome.OK and obs.blocks and obs.kv_bytes:
+                return obs.kv_bytes / obs.blocks
+        return None
+
+    def need_bytes(self, length: int, history: Sequence[Observation]) -> Optional[float]:
+        """KV bytes one sequence of `length` needs, null block included."""
+        page = self.page_bytes(history)
+        if page is None:
+            return None
+        return self.regime.blocks_needed(length, self.block_size(history)) * page
+
+    def total(self, history: Sequence[Observation]) -> Optional[float]:
+        if self.total_bytes:
+            return self.total_bytes
+        logged = [obs.total_bytes for obs in history if obs.total_bytes]
+        return logged[-1] if logged else None
+
+    def kv_range(self, obs: Observation, history: Sequence[Observation]) -> Optional[tuple]:
+        """(low, high) bounds on the KV bytes a trial really had."""
+        page = self.page_bytes(history)
+        if obs.blocks is not None and page:
+            return obs.blocks * page, (obs.blocks + 1) * page
+        if obs.kv_bytes is not None:
+            return obs.kv_bytes - 0.005 * (1 << 30), obs.kv_bytes + 0.005 * (1 << 30)  # 2-decimal GiB
+        return None
