@@ -7,27 +7,25 @@ Suites:
   kv-target    real vLLM: --target-len N --search kv-cache-memory: the least KV size, predicted from
                config.json vs found blind (the same search without the model's numbers). True least:
                (ceil(N / 128) + 1) blocks.
-  utilization  the fake GPU (TEST DOUBLE, tests/fakes: an 80 GiB device simulated after vLLM's
-               accounting, run through the real CLI pipeline, trial processes included): the two-knob
-               default objective and --target-len, vs the walk-down from 0.98 in 0.01 steps.
+  simulator    simulated GPUs (TEST DOUBLE, tests/simulator over the vendored fakegpu): every world
+               of every vLLM version range, vllm-fit (real CLI, trial processes) against the hand
+               baselines (walk-down from 0.98, doubling at 0.9, blind bisection over both knobs).
 Usage (from the repository root, after `make setup`):
-    .venv/bin/python scripts/benchmark.py [--suite length,kv-target,utilization] [--markdown FILE]
+    .venv/bin/python scripts/benchmark.py [--suite length,kv-target,simulator] [--world NAME] [--markdown FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 import dataclasses  # noqa: E402
 
@@ -38,7 +36,7 @@ from vllm_fit.fitter import run_search  # noqa: E402
 from vllm_fit.prepare import prepare  # noqa: E402
 from vllm_fit.prepare.request import Knob, SearchRequest, Strategy  # noqa: E402
 from vllm_fit.search.knob import Grid, KvModel  # noqa: E402
-from vllm_fit.search.memory import LeastMemoryForLength, WalkDown  # noqa: E402
+from vllm_fit.search.memory import LeastMemoryForLength  # noqa: E402
 from vllm_fit.trial.listener import Listener  # noqa: E402
 
 BLOCK_TOKENS, BYTES_PER_TOKEN = 128, 512
@@ -132,107 +130,23 @@ def suite_kv_target(report: Report, targets: List[int], env) -> None:
                                             "verdict"], rows)
 
 
-WORLDS = {
-    "idle, no request overhead": {},
-    "request needs 5 GiB headroom": {"request_overhead_gib": 5.0},
-    "8 GiB held by another process, 3 GiB headroom": {"request_overhead_gib": 3.0,
-                                                      "others": [{"pid": 4242, "name": "jupyter", "gib": 8.0}]},
-    "9 GiB headroom, OOM without numbers": {"request_overhead_gib": 9.0, "bare_oom": True},
-}
-BASE_WORLD = {"version": "0.32.0", "total_gib": 80.0, "others": [], "weights_gib": 50.0, "activation_gib": 2.0,
-              "request_overhead_gib": 0.0, "kv_bytes_per_token": 131072, "block_size": 16,
-              "derived_max_len": 262144, "release_delay_s": 0.0, "mode": "normal"}
-"""A 256k-context model with 50 GiB of weights and 128 KiB of KV per token on an 80 GiB device."""
+def suite_simulator(report: Report, only: Optional[str]) -> None:
+    """Simulated GPUs (TEST DOUBLE): see scripts/bench_simulator.py."""
+    from bench_simulator import run_suite
 
-
-def suite_utilization(report: Report) -> None:
-    """Runs itself again in a child whose PYTHONPATH puts the fakes (vLLM, NVML) first."""
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "rows.json"
-        env = dict(os.environ, PYTHONPATH=str(FAKES))
-        subprocess.run([sys.executable, __file__, "--inner-utilization", str(out)], env=env, check=True)
-        for title, columns, rows in json.loads(out.read_text()):
-            report.add(title, columns, rows)
-
-
-def _true_levels(spec: Dict, target: Optional[int]) -> Dict:
-    """Brute force over 0.01 steps: which utilizations start and serve (`target`, or auto-fit, tokens)."""
-    import fakegpu
-
-    others = sum(p["gib"] for p in spec["others"]) * GIB
-    total = spec["total_gib"] * GIB
-    cap = min(0.95, int((total - others) / total * 100) / 100)
-    serving = []
-    for k in range(1, 101):
-        try:
-            plan = fakegpu.plan_engine(spec, target or -1, k / 100, None, others)
-        except fakegpu.EngineError:
-            continue
-        if plan["request_ok"]:
-            serving.append((k / 100, plan["max_model_len"]))
-    capped = [level for level in serving if level[0] <= cap]
-    return {"highest": capped[-1] if capped else None, "least": capped[0] if capped else None,
-            "limit": serving[-1][0] if serving else None, "cap": cap}
-
-
-def _verdict(got, want, truth) -> str:
-    if got is None:
-        return "no answer" if want else "right: nothing serves"
-    if truth["limit"] is None or got[0] > truth["limit"]:
-        return "WRONG: above the limit, its request runs out of memory"
-    if got == want:
-        return "right"
-    if got[0] > truth["cap"]:
-        return "serves, but above --max-utilization %.2f" % truth["cap"]
-    return "serves, not the answer"
-
-
-def inner_utilization(out: Path) -> None:
-    sys.path.insert(0, str(FAKES))
-    model = Path(tempfile.mkdtemp()) / "model"
-    model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32, "hidden_size": 4096,
-        "head_dim": 128, "max_position_embeddings": 262144, "torch_dtype": "bfloat16"}))
-    sections = []
-    for objective_name, target in [("default: highest utilization, then the longest length", None),
-                                   ("--target-len 131072: least utilization", 131072)]:
-        rows = []
-        for world_name, overrides in WORLDS.items():
-            state = Path(tempfile.mkdtemp())
-            spec = dict(BASE_WORLD, state_dir=str(state), **overrides)
-            (state / "world.json").write_text(json.dumps(spec))
-            os.environ["FAKE_GPU_WORLD"] = str(state / "world.json")
-            truth = _true_levels(spec, target)
-            want = truth["least" if target else "highest"]
-            for name, walk in [("vllm-fit", False), ("walk-down from 0.98", True)]:
-                length = target or (want[1] if want else 8192)
-                request = SearchRequest(model=str(model), python=sys.executable, target_len=target,
-                                        env=dict(os.environ), retries=0 if walk else 2, retry_wait=0.5)
-                run = _search(request, objective=(lambda p, n=length: WalkDown(n)) if walk else None)
-                fit = run["result"].fit
-                got = (fit.llm_kwargs.get("gpu_memory_utilization"), fit.length) if fit else None
-                verdict = _verdict(got, want, truth)
-                rows.append([world_name, name, str(run["result"].launches),
-                             "%.2f / %s" % got if got else "-", "%.2f / %s" % want if want else "-", verdict])
-                _progress(*rows[-1])
-        sections.append(("%s (fake 80 GiB GPU, TEST DOUBLE of vLLM's accounting)" % objective_name,
-                         ["world", "strategy", "launches", "found util / len", "true util / len", "verdict"], rows))
-    out.write_text(json.dumps(sections))
+    for title, columns, rows in run_suite(_progress, only):
+        report.add(title, columns, rows)
 
 
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", default="length,kv-target,utilization")
+    parser.add_argument("--suite", default="length,kv-target,simulator")
+    parser.add_argument("--world", help="simulator suite: only worlds whose name contains this")
     parser.add_argument("--budgets", default="33,40,57,100,203", help="KV budgets in blocks (length suite)")
     parser.add_argument("--targets", default="1000,4096,10000,25000", help="target lengths (kv-target suite)")
     parser.add_argument("--granularity", type=int, default=128)
     parser.add_argument("--markdown", help="also write the tables as Markdown to this file")
-    parser.add_argument("--inner-utilization", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.inner_utilization:
-        inner_utilization(Path(args.inner_utilization))
-        return 0
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING=os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"))
     report = Report()
     suites = args.suite.split(",")
@@ -240,8 +154,8 @@ def main(argv: List[str]) -> int:
         suite_length(report, [int(b) for b in args.budgets.split(",")], args.granularity, env)
     if "kv-target" in suites:
         suite_kv_target(report, [int(t) for t in args.targets.split(",")], env)
-    if "utilization" in suites:
-        suite_utilization(report)
+    if "simulator" in suites:
+        suite_simulator(report, args.world)
     if args.markdown:
         Path(args.markdown).write_text(report.markdown())
     return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from .harness import _fakeworld, _world
+from .harness import _fakeworld, _world, truth
 from .worlds import Case
 
 Fit = Optional[Tuple[int, Optional[float]]]
@@ -40,9 +40,11 @@ def _knob(case: Case, utilization: Optional[float]) -> Dict[str, Any]:
 
 
 def walk_down(case: Case) -> Tuple[Fit, int]:
-    """vLLM's tuning advice: from 0.98 down in 0.01 steps at the full length until it starts."""
+    """vLLM's tuning advice: from 0.98 down in 0.01 steps until it starts, at a length given to it
+    (the true answer's, or the target): it measures the utilization search alone."""
     launcher = Launcher(case)
-    length = case.question.get("target_len") or case.question["max_len"]
+    known = (truth(case).get("fit") or {}).get("max_model_len")
+    length = case.question.get("target_len") or known or case.question["max_len"]
     for step in range(98):
         utilization = round(0.98 - 0.01 * step, 2)
         started, _ = launcher.run(length, **_knob(case, utilization))
@@ -76,6 +78,18 @@ def _bisect(low: int, high: int, works: Callable[[int], bool]) -> Optional[int]:
     return best
 
 
+def _gallop_down(top: int, works: Callable[[int], bool]) -> Optional[int]:
+    """The largest x <= top with works(x), where works holds on an interval below the limit: try top,
+    then top - 1, top - 3, top - 7 ... until one works, then bisect between it and the last failure."""
+    failed, step = top + 1, 1
+    x = top
+    while x >= 1:
+        if works(x):
+            return _bisect(x + 1, failed - 1, works) or x
+        failed, x, step = x, top - (2 * step - 1), step * 2
+    return None
+
+
 def blind_bisection(case: Case) -> Tuple[Fit, int]:
     """Bisection over both knobs, reading nothing but started-and-served: utilization, then length."""
     launcher = Launcher(case)
@@ -92,7 +106,7 @@ def blind_bisection(case: Case) -> Tuple[Fit, int]:
         utilization = q.get("gpu_memory_utilization")
     else:
         cap = round((q.get("max_utilization") or 0.95) * 100)
-        found = _bisect(1, cap, lambda u: launcher.run(lowest * g, gpu_memory_utilization=u / 100)[1])
+        found = _gallop_down(cap, lambda u: launcher.run(lowest * g, gpu_memory_utilization=u / 100)[1])
         if found is None:
             return None, launcher.launches
         utilization = found / 100

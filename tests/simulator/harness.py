@@ -131,6 +131,9 @@ def score(case: Case, answer: Answer, expected: Dict[str, Any]) -> Score:
     above = not serves(case, answer.length, answer.utilization, answer.kv_bytes)
     if above:
         return Score(False, True, "ABOVE THE LIMIT: %s does not serve" % _show(answer))
+    cap = case.question.get("max_utilization") or 0.95
+    if answer.utilization is not None and answer.utilization > cap + 1e-9:
+        return Score(False, False, "serves, but above the cap %.2f: %s" % (cap, _show(answer)))
     same_knob = (answer.utilization == want.get("gpu_memory_utilization") if want.get("gpu_memory_utilization")
                  is not None else True)
     right = same_knob and answer.length == want["max_model_len"]

@@ -156,10 +156,7 @@ class LongestAtHighestUtilization(Objective):
             return None
         limit = min(limits)
         safe = self.grid.down(limit / total)
-        above = [obs for obs in history if obs.memory is not None and self.grid.index(obs.memory) == safe + 1]
-        if not above and self.grid.value(safe + 1) * total - limit < PRINTED_GIB_ERROR:
-            return safe + 1
-        return safe
+        return safe + 1 if self.grid.value(safe + 1) * total - limit < PRINTED_GIB_ERROR else safe
 
     def _top(self, history: Sequence[Observation]) -> int:
         grid = self.grid
@@ -190,9 +187,9 @@ class LongestAtHighestUtilization(Objective):
         lower = best if best is not None else floor
         if safe is not None and lower < safe <= top and safe not in levels:
             return safe
-        if best is not None and safe is not None and 0 <= best - safe <= 1 and best + 1 not in levels:
-            return best + 1  # the numbers say best is the highest (within their rounding): prove it above
-        # more than a level above the numbers' prediction worked: they were too cautious; bisect up
+        if best is not None and safe is not None and best == safe and best + 1 not in levels:
+            return best + 1  # the numbers say best is the highest: prove it by the level above
+        # a level above the numbers' prediction worked: they were too cautious; bisect up to the top
         if best is None and top not in levels:
             if high and safe is None:  # no numbers: gallop down from the OOM
                 return min(top, max(floor + 1, min(high) - 2 ** (len(high) - 1)))
