@@ -1,4 +1,4 @@
-"""Every bad input, over all five commands, is refused in one line with exit 2 (3 for the environment).
+"""Every bad input, over all six commands, is refused in one line with exit 2 (3 for the environment).
 
 Each case runs the real CLI in-process with a stand-in interpreter (`--python`, or `python:` in a
 fleet) that answers vllm-fit's environment query like a vLLM 0.32 environment and records every
@@ -363,7 +363,21 @@ MERGE = [
     Case("merge no shard", ["merge", "--out-dir", "{tmp}/o"], 2, "SHARD_DIR"),
 ]
 
-CASES = SEARCH_VALUES + SEARCH_FILES + BATCH + VERIFY + COMPARE + MERGE
+REPORT = json.dumps({"trials": []})
+PLOT = [
+    Case("plot report missing", ["plot", "{tmp}/none.json", "--out", "{tmp}/p.svg"], 2, "none.json"),
+    Case("plot report not json", ["plot", "{tmp}/r.json", "--out", "{tmp}/p.svg"], 2, "r.json", {"r.json": "{"}),
+    Case("plot report a list", ["plot", "{tmp}/r.json", "--out", "{tmp}/p.svg"], 2, "not a vllm-fit report",
+         {"r.json": "[]"}),
+    Case("plot report an index", ["plot", "{tmp}/r.json", "--out", "{tmp}/p.svg"], 2, "not a vllm-fit report",
+         {"r.json": INDEX}),
+    Case("plot out not a picture", ["plot", "{tmp}/r.json", "--out", "{tmp}/p.txt"], 2, ".svg",
+         {"r.json": REPORT}),
+    Case("plot out under proc", ["plot", "{tmp}/r.json", "--out", "/proc/p.svg"], 2, "/proc", {"r.json": REPORT}),
+    Case("plot without out", ["plot", "{tmp}/r.json"], 2, "--out", {"r.json": REPORT}),
+]
+
+CASES = SEARCH_VALUES + SEARCH_FILES + BATCH + VERIFY + COMPARE + MERGE + PLOT
 
 
 def test_the_suite_is_large_enough():

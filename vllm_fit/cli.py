@@ -20,11 +20,13 @@ from typing import Any, Callable, List, Optional
 import click
 
 from .errors import ExitCode, FitError, one_line
-from .export.json_report import report_text
+from .export.json_report import read_report, report_text
 from .export.junit import junit_xml
 from .export.markdown import summary_table
+from .export.plot import FORMATS as PLOT_FORMATS
+from .export.plot import render as render_plot
 from .export.yaml_config import config_text, read_config
-from .files.atomic import write_text_atomic
+from .files.atomic import write_bytes_atomic, write_text_atomic
 from .files.paths import check_distinct, check_output
 from .fitter import run_search
 from .fleet import batch as batch_module
@@ -165,7 +167,7 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
     tolerance_value = inputs.fraction("--tolerance", tolerance)
     before = load_index(Path(baseline)) if baseline else None
     folder = check_output(out_dir, kind="folder", what="--out-dir")
-    for sub in ("configs", "reports"):
+    for sub in ("configs", "reports", "plots"):
         check_output(folder / sub, kind="folder", what="--out-dir")
     settings = batch_module.BatchSettings(folder, fleet_file, shard_label, store_for(cache_dir, no_cache), force,
                                           before, tolerance_value)
@@ -245,6 +247,22 @@ def compare_command(old: str, new: str, out: Optional[str]) -> int:
         write_text_atomic(out, text)
     click.echo(text.rstrip())
     return _exit(ExitCode.NO_FIT if worse else ExitCode.OK)
+
+
+@cli.command(name="plot")
+@click.argument("report", metavar="REPORT.json")
+@click.option("--out", metavar="FILE.svg|png|pdf", required=True, help="Where to write the picture.")
+def plot_command(report: str, out: str) -> int:
+    """Draw a search: KV capacity against the memory knob, each trial coloured by its outcome.
+
+    With the capacity model's line, the cap, the fit, the model's maximum and the concurrency
+    levels. Needs matplotlib (pip install 'vllm-fit[plot]').
+    """
+    check_output(out, what="--out", suffixes=PLOT_FORMATS)
+    data = read_report(report)
+    write_bytes_atomic(out, render_plot(data, Path(out).suffix.lower()))
+    click.echo("wrote %s" % out)
+    return _exit(ExitCode.OK)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

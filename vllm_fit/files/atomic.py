@@ -44,12 +44,17 @@ def fsync_folder(folder: Path) -> None:
 
 def write_text_atomic(path: Union[str, Path], text: str, private: bool = False) -> Path:
     """Write text atomically; `private` files (journals, debug logs) get 0600."""
+    return write_bytes_atomic(path, text.encode("utf-8"), private)
+
+
+def write_bytes_atomic(path: Union[str, Path], data: bytes, private: bool = False) -> Path:
+    """Write bytes atomically (a temporary file renamed over the target, then the folder synced)."""
     path = Path(path)
     check_output(path, kind="file")
     fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o600 if private else _mode_for(path))

@@ -50,7 +50,8 @@ def check_output(path: PathLike, kind: str = "file", what: Optional[str] = None,
         _writable_folder(path, what)
         return path
     if suffixes and path.suffix.lower() not in suffixes:
-        raise BadInput("%s must end in %s (vllm serve --config insists on it)" % (what, " or ".join(suffixes)))
+        why = " (vllm serve --config insists on it)" if ".yaml" in suffixes else ""
+        raise BadInput("%s must end in %s%s" % (what, " or ".join(suffixes), why))
     try:
         info = os.lstat(path)
     except FileNotFoundError:

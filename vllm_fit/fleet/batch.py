@@ -5,7 +5,9 @@ batch killed half-way leaves a true account of what it finished:
   configs/<name>.yaml   `vllm serve --config` file of each entry that has a fit
   reports/<name>.json   each entry's full report
   index.json            every entry's status, fit, launches, time (what `merge` and `compare` read)
-  summary.md            the Markdown table;  junit.xml: one test case per entry
+  plots/<name>.svg      each entry's picture (with matplotlib; else the index says why not)
+  summary.md            the Markdown table;  summary.html: the table with the pictures
+  junit.xml             one test case per entry
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..errors import FitError, one_line
+from ..errors import EnvironmentProblem, FitError, one_line
 from ..export.json_report import report_text
+from ..export.plot import render as render_plot
 from ..export.yaml_config import config_text
-from ..files.atomic import write_text_atomic
+from ..files.atomic import write_bytes_atomic, write_text_atomic
 from ..fitter import SearchOutcome, run_search
 from ..prepare import prepare
 from ..store import FitStore
@@ -69,13 +72,26 @@ def entry_result(entry: FleetEntry, outcome: SearchOutcome, out_dir: Path, wall_
     elif config_path.exists():
         config_path.unlink()  # a config from an earlier run would claim a fit this run did not find
     write_text_atomic(report_path, report_text(report))
+    plot, plot_problem = _picture(out_dir, entry.name, report)
     return dict(_base(entry), status=entry_status(outcome).value, message=result.stop_detail,
+                plot=plot, plot_problem=plot_problem,
                 fit=report["fit"], launches=result.launches, trials=len(result.records), cached=outcome.cached,
                 resumed_trials=report.get("cache", {}).get("resumed_trials", 0),
                 fingerprint=report["environment"].get("fingerprint"),
                 vllm_version=report["environment"].get("vllm_version"),
                 config="configs/%s.yaml" % entry.name if text is not None else None,
                 report="reports/%s.json" % entry.name, wall_time_s=round(wall_time_s, 2))
+
+
+def _picture(out_dir: Path, name: str, report: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
+    """plots/<name>.svg, and None; or None and why there is no picture (matplotlib missing, a drawing error)."""
+    try:
+        write_bytes_atomic(out_dir / "plots" / (name + ".svg"), render_plot(report, ".svg", title=name))
+    except EnvironmentProblem as exc:
+        return None, str(exc)
+    except Exception as exc:  # a picture must not cost the batch its results: recorded in the index
+        return None, "drawing failed: %s: %s" % (type(exc).__name__, one_line(str(exc), 200))
+    return "plots/%s.svg" % name, None
 
 
 def error_result(entry: FleetEntry, message: str, wall_time_s: float) -> Dict[str, Any]:

@@ -13,9 +13,10 @@ from typing import Any, Dict, List, Mapping, Optional
 
 from .. import __version__
 from ..errors import BadInput
+from ..export.html import summary_html
 from ..export.junit import Verdict, junit_xml
 from ..export.markdown import summary_table
-from ..files.atomic import write_text_atomic
+from ..files.atomic import write_bytes_atomic, write_text_atomic
 from ..files.paths import inside
 from ..report import now_iso
 
@@ -77,6 +78,7 @@ def write_outputs(out_dir: Path, index: Dict[str, Any]) -> None:
     """index.json, summary.md and junit.xml for a set of entries."""
     write_text_atomic(out_dir / "index.json", json.dumps(index, indent=2, default=str) + "\n")
     write_text_atomic(out_dir / "summary.md", summary_table(index))
+    write_text_atomic(out_dir / "summary.html", summary_html(index))
     cases = [{"name": e["name"], "status": e["status"], "verdict": EntryStatus(e["status"]).verdict,
               "message": e.get("message"), "time": e.get("wall_time_s"), "details": _details(e)}
              for e in index["entries"]]
@@ -106,7 +108,7 @@ def merge(indexes: List[Path], out_dir: Path) -> Dict[str, Any]:
             if entry["name"] in entries:
                 raise BadInput("entry %r is in more than one shard (%s); merge each shard once" % (entry["name"], path))
             entries[entry["name"]] = entry
-            for key in ("config", "report"):
+            for key in ("config", "report", "plot"):
                 if entry.get(key) is None:
                     continue
                 source = inside(folder, entry[key], "%s: entry %r %s" % (path, entry["name"], key))
@@ -117,7 +119,7 @@ def merge(indexes: List[Path], out_dir: Path) -> Dict[str, Any]:
                     copies.append((source, target))
     for source, target in copies:  # only once every index has been checked
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(target, source.read_text(encoding="utf-8", errors="replace"))
+        write_bytes_atomic(target, source.read_bytes())
     index = new_index(list(entries.values()), fleets.pop() if len(fleets) == 1 else None, None)
     write_outputs(out_dir, index)
     return index

@@ -1,0 +1,175 @@
+"""The picture of a search: KV capacity (tokens) against the memory knob, from a JSON report.
+
+`plot_data` is pure (the report in, the points and lines out); `render` draws them with matplotlib,
+an optional extra (`pip install vllm-fit[plot]`) imported only here and only when drawing.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from ..errors import EnvironmentProblem
+
+GIB = float(1 << 30)
+FORMATS = (".svg", ".png", ".pdf")
+COLOURS = {"ok": "#2ca02c", "kv_too_small": "#ff7f0e", "oom": "#d62728", "request_failed": "#9467bd",
+           "no_kv_memory": "#8c564b", "free_memory_short": "#e377c2", "timeout": "#7f7f7f"}
+OTHER_COLOUR = "#17becf"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One trial: the knob it ran at, the capacity it measured (or the length it failed at)."""
+
+    x: float
+    y: float
+    outcome: str
+    measured: bool
+    """True: y is the KV capacity vLLM reported; False: y is the length the trial asked for."""
+    index: int
+
+
+@dataclass
+class PlotData:
+    """Everything the picture shows, in the report's own numbers."""
+
+    knob: str
+    """gpu_memory_utilization or kv_cache_memory_bytes (x in GiB then)."""
+    points: List[Point] = field(default_factory=list)
+    line: Optional[Tuple[float, float]] = None
+    """(slope, intercept) of the capacity model, tokens per unit of x."""
+    cap: Optional[float] = None
+    fit: Optional[Tuple[float, float]] = None
+    model_max: Optional[int] = None
+    concurrency: List[Tuple[int, int]] = field(default_factory=list)
+    """(sequences, tokens): the capacity n sequences of the fit's length need."""
+
+
+def _capacity(capacity: Mapping[str, Any]) -> Optional[float]:
+    if capacity.get("kv_cache_tokens"):
+        return float(capacity["kv_cache_tokens"])
+    if capacity.get("num_blocks") and capacity.get("block_size"):
+        return float(capacity["num_blocks"] * capacity["block_size"])
+    if capacity.get("estimated_max_len"):
+        return float(capacity["estimated_max_len"])
+    return None
+
+
+def _x(trial: Mapping[str, Any], knob: str) -> Optional[float]:
+    args, capacity = trial.get("engine_args") or {}, trial.get("capacity") or {}
+    if knob == "kv_cache_memory_bytes":
+        value = args.get("kv_cache_memory_bytes")
+        return float(value) / GIB if value is not None else None
+    value = args.get("gpu_memory_utilization", capacity.get("gpu_memory_utilization"))
+    return float(value) if value is not None else None
+
+
+def plot_data(report: Mapping[str, Any]) -> PlotData:
+    """The points, the capacity line, the cap, the fit, the model's maximum and concurrency levels."""
+    trials = report.get("trials") or []
+    by_kv = any((t.get("engine_args") or {}).get("kv_cache_memory_bytes") is not None for t in trials)
+    data = PlotData("kv_cache_memory_bytes" if by_kv else "gpu_memory_utilization")
+    for trial in trials:
+        x = _x(trial, data.knob)
+        capacity = _capacity(trial.get("capacity") or {})
+        length = trial.get("max_model_len")
+        if x is None or (capacity is None and not length):
+            continue
+        y = capacity if capacity is not None else float(length)
+        data.points.append(Point(x, y, str(trial.get("outcome")), capacity is not None, int(trial.get("index", 0))))
+    data.line = _line(data, trials)
+    search = report.get("search") or {}
+    data.cap = search.get("utilization_cap") if data.knob == "gpu_memory_utilization" else None
+    data.model_max = search.get("model_derived_max_len")
+    fit = report.get("fit")
+    if fit:
+        args = fit.get("engine_args") or {}
+        kv = args.get("kv_cache_memory_bytes")
+        x = kv / GIB if data.knob == "kv_cache_memory_bytes" and kv is not None else args.get("gpu_memory_utilization")
+        length = fit.get("max_model_len")
+        if x is not None and length:
+            data.fit = (float(x), float(fit.get("kv_cache_tokens") or length))
+            data.concurrency = [(n, n * int(length)) for n in (1, 2, 4, 8)]
+    return data
+
+
+def _line(data: PlotData, trials: List[Mapping[str, Any]]) -> Optional[Tuple[float, float]]:
+    """Least squares through the measured points; one point and the device total give the slope."""
+    measured = [(p.x, p.y) for p in data.points if p.measured]
+    xs = {x for x, _ in measured}
+    if len(xs) >= 2:
+        n = len(measured)
+        mean_x, mean_y = sum(x for x, _ in measured) / n, sum(y for _, y in measured) / n
+        sxx = sum((x - mean_x) ** 2 for x, _ in measured)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in measured) / sxx
+        return slope, mean_y - slope * mean_x
+    if not measured:
+        return None
+    x0, y0 = measured[-1]
+    if data.knob == "kv_cache_memory_bytes":
+        return (y0 / x0, 0.0) if x0 else None
+    capacity = next((t.get("capacity") or {} for t in trials if (t.get("capacity") or {}).get("available_kv_gib")
+                     and (t.get("capacity") or {}).get("total_memory_gib")), None)
+    if not capacity:
+        return None
+    slope = y0 / capacity["available_kv_gib"] * capacity["total_memory_gib"]  # tokens per unit of utilization
+    return slope, y0 - slope * x0
+
+
+def render(report: Mapping[str, Any], fmt: str = ".svg", title: Optional[str] = None) -> bytes:
+    """The picture as bytes in `fmt` (.svg, .png or .pdf)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot
+    except ImportError:
+        raise EnvironmentProblem("drawing needs matplotlib: pip install 'vllm-fit[plot]'") from None
+    data = plot_data(report)
+    figure, axes = pyplot.subplots(figsize=(8, 5))
+    try:
+        _draw(axes, data)
+        axes.set_title(title or str((report.get("search") or {}).get("model") or "vllm-fit search"), fontsize=10)
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format=fmt.lstrip("."), bbox_inches="tight",
+                       metadata={"Date": None} if fmt == ".svg" else None)
+        return buffer.getvalue()
+    finally:
+        pyplot.close(figure)
+
+
+def _draw(axes: Any, data: PlotData) -> None:
+    seen: Dict[str, bool] = {}
+    for point in data.points:
+        colour = COLOURS.get(point.outcome, OTHER_COLOUR)
+        label = point.outcome if point.outcome not in seen else None
+        seen[point.outcome] = True
+        axes.scatter([point.x], [point.y], color=colour, marker="o" if point.measured else "x", s=40,
+                     label=label, zorder=3)
+        axes.annotate(str(point.index), (point.x, point.y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    xs = [p.x for p in data.points] + ([data.fit[0]] if data.fit else []) + ([data.cap] if data.cap else [])
+    if data.line and xs:
+        low, high = min(xs), max(xs)
+        pad = (high - low) * 0.1 or 0.02
+        axes.plot([low - pad, high + pad], [data.line[0] * (low - pad) + data.line[1],
+                                            data.line[0] * (high + pad) + data.line[1]],
+                  color="#1f77b4", linestyle="--", linewidth=1, label="capacity model")
+    if data.cap is not None:
+        axes.axvline(data.cap, color="#444444", linestyle=":", linewidth=1, label="cap %.2f" % data.cap)
+    if data.fit:
+        axes.scatter([data.fit[0]], [data.fit[1]], marker="*", s=220, color="gold", edgecolors="black",
+                     zorder=4, label="fit")
+    top = max([p.y for p in data.points] + ([data.fit[1]] if data.fit else []) + [1.0])
+    if data.model_max and data.model_max <= top * 1.5:
+        axes.axhline(data.model_max, color="#000000", linewidth=0.8, label="model maximum %d" % data.model_max)
+    for n, tokens in data.concurrency[1:]:
+        if tokens <= top * 1.2:
+            axes.axhline(tokens, color="#aaaaaa", linewidth=0.6, linestyle="-.")
+            axes.annotate("%d x fit length" % n, (axes.get_xlim()[0], tokens), fontsize=7, color="#666666")
+    axes.set_xlabel("gpu_memory_utilization" if data.knob == "gpu_memory_utilization"
+                    else "kv_cache_memory_bytes (GiB)")
+    axes.set_ylabel("KV capacity (tokens); x: the length a failed trial asked for")
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="best")
