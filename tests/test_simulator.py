@@ -57,3 +57,25 @@ def test_worlds_are_written_with_a_config_the_tool_reads(tmp_path):
     path = prepare_world(CASES[0], tmp_path)
     config = json.loads((path.parent / "model" / "config.json").read_text())
     assert config["num_hidden_layers"] == CASES[0].world["model"]["num_hidden_layers"]
+
+
+def test_a_short_fit_comes_with_a_diagnosis_in_numbers(tmp_path):
+    """Issue 11: the memory missing for the model's maximum, TP 2 and 4, fp8, from the trials' figures."""
+    case = next(c for c in CASES if c.name == "v1-0.32-l4")
+    answer = run_tool(case, tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    diagnosis = report["diagnosis"]
+    per_token = 2 * 32 * 8 * 128 * 2  # llama-8b: layers x KV heads x head_dim x K,V x bf16
+    assert diagnosis["wanted_len"] == 131072 and diagnosis["kv_bytes_per_token"] == per_token
+    capacity = report["fit"]["kv_cache_tokens"]
+    assert abs(diagnosis["missing_bytes"] - (131072 - capacity) * per_token) < 0.02 * (1 << 30)
+    assert [t["tensor_parallel_size"] for t in diagnosis["tensor_parallel"]] == [2, 4]
+    assert diagnosis["tensor_parallel"][0]["kv_tokens_per_device"] > 131072  # TP 2 would hold the full context
+    assert abs(diagnosis["fp8_kv_tokens"] - 2 * capacity) < 200
+    assert answer.length == report["fit"]["max_model_len"]
+
+
+def test_a_full_context_fit_needs_no_diagnosis(tmp_path):
+    case = next(c for c in CASES if c.name == "v1-0.10.1-h100-qwen")
+    run_tool(case, tmp_path)
+    assert "diagnosis" not in json.loads((tmp_path / "report.json").read_text())

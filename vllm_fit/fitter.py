@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
+from .diagnosis import diagnose
 from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
 from .prepare import Prepared
@@ -149,6 +150,12 @@ def _run_search(prepared: Prepared, listener: Listener, objective: Optional[Obje
     extra = {"preflight": prepared.devices.preflight.as_dict(), "fingerprint": key}
     report = build_report(search_summary(prepared), result,
                           environment(prepared.interpreter, result.records, extra), time.monotonic() - started)
+    diagnosis = diagnose(report, prepared.model, request.tensor_parallel_size, prepared.utilization_cap,
+                         prepared.devices.preflight.total_bytes)
+    if diagnosis is not None:
+        report["diagnosis"] = diagnosis
+        for line in diagnosis["lines"]:
+            listener.note(line)
     report["fingerprint_inputs"] = inputs
     report["cache"] = {"hit": False, "resumed_trials": len(earlier)}
     if store is not None and journal is not None and result.complete:

@@ -1,0 +1,107 @@
+"""What to change when nothing fits, or the fit is shorter than the model's maximum: in numbers.
+
+From the trials' own figures (KV bytes and tokens at a utilization, the device total, the weights)
+and config.json: the KV memory missing at the cap for the wanted length, the device that would
+hold it, what tensor parallelism 2 and 4 and an fp8 KV cache would give, and who else holds memory.
+These are estimates on vLLM's accounting (the budget is utilization x total minus what is not KV);
+`--explore`-style launches to verify them are not made.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional
+
+from .prepare.modelinfo import ModelInfo
+
+GIB = float(1 << 30)
+
+
+def _gib(value: float) -> str:
+    return "%.2f GiB" % (value / GIB)
+
+
+def _measured(report: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """The trial with the most KV memory that reported it: utilization, KV bytes and tokens, total."""
+    best: Optional[Dict[str, Any]] = None
+    for trial in report.get("trials") or []:
+        capacity, args = trial.get("capacity") or {}, trial.get("engine_args") or {}
+        kv = args.get("kv_cache_memory_bytes")
+        kv = float(kv) if kv is not None and capacity.get("kv_cache_tokens") else (
+            capacity["available_kv_gib"] * GIB if capacity.get("available_kv_gib") else None)
+        utilization = args.get("gpu_memory_utilization", capacity.get("gpu_memory_utilization"))
+        if kv is None or not capacity.get("kv_cache_tokens"):
+            continue
+        row: Dict[str, Any] = {"kv": float(kv), "tokens": float(capacity["kv_cache_tokens"]),
+                               "utilization": utilization,
+                               "total": (capacity.get("total_memory_gib") or 0) * GIB,
+                               "weights": (capacity.get("weights_gib") or 0) * GIB}
+        if best is None or row["kv"] > best["kv"]:
+            best = row
+    return best
+
+
+def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: int, cap: Optional[float],
+             total_bytes: Optional[float]) -> Optional[Dict[str, Any]]:
+    """The diagnosis, or None when the fit reaches the model's maximum or no trial measured a pool."""
+    fit, search = report.get("fit") or {}, report.get("search") or {}
+    model_max = search.get("max_len") or model.derived_max_len
+    wanted = model_max if fit else (search.get("min_len") or model_max)
+    if not wanted or (fit and fit.get("max_model_len", 0) >= wanted):
+        return None
+    seen = _measured(report)
+    if seen is None:
+        return None
+    per_token = float(model.kv_bytes_per_rank(tensor_parallel_size) or seen["kv"] / seen["tokens"])
+    total = total_bytes or seen["total"] or None
+    need = wanted * per_token
+    out: Dict[str, Any] = {"wanted_len": int(wanted), "kv_bytes_per_token": round(per_token),
+                           "kv_bytes_needed": round(need), "lines": []}
+    lines: List[str] = out["lines"]
+    if cap is not None and seen["utilization"] is not None and total:
+        at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
+        missing = max(0.0, need - at_cap)
+        out.update(kv_bytes_at_cap=round(at_cap), missing_bytes=round(missing),
+                   device_bytes_needed=round(total + missing / cap))
+        lines.append("%d tokens need %s of KV cache; at the cap %.2f there is %s: %s missing (a device of"
+                     " %s would hold it)" % (wanted, _gib(need), cap, _gib(at_cap), _gib(missing),
+                                             _gib(total + missing / cap)))
+        out["tensor_parallel"] = _tensor_parallel(model, tensor_parallel_size, seen, at_cap, per_token, lines)
+        fp8 = at_cap / (per_token / 2)
+        out["fp8_kv_tokens"] = int(fp8)
+        lines.append("an fp8 KV cache (--engine-arg kv_cache_dtype=fp8, where this vLLM and GPU support it) would"
+                     " hold about %d tokens" % fp8)
+    else:
+        lines.append("%d tokens need %s of KV cache; the largest pool measured held %d tokens (%s)"
+                     % (wanted, _gib(need), seen["tokens"], _gib(seen["kv"])))
+    out["foreign"] = _foreign(report, lines)
+    return out
+
+
+def _tensor_parallel(model: ModelInfo, tp: int, seen: Mapping[str, Any], at_cap: float, per_token: float,
+                     lines: List[str]) -> List[Dict[str, Any]]:
+    """Per larger TP size: KV tokens per device, with the weights split and the KV heads divided."""
+    if not seen["weights"] or not model.num_attention_heads:
+        return []
+    options = []
+    for size in (2 * tp, 4 * tp):
+        if model.num_attention_heads % size:
+            continue
+        weights_then = seen["weights"] * tp / size  # weights per device, split over more ranks
+        now, then = model.kv_bytes_per_rank(tp), model.kv_bytes_per_rank(size)
+        per_token_then = per_token * (then / now if now and then else tp / size)  # KV heads split too
+        tokens = int((at_cap + seen["weights"] - weights_then) / per_token_then)
+        options.append({"tensor_parallel_size": size, "kv_tokens_per_device": tokens})
+        lines.append("tensor parallelism %d: the weights split to %s per device, about %d tokens of KV cache"
+                     % (size, _gib(weights_then), tokens))
+    return options
+
+
+def _foreign(report: Mapping[str, Any], lines: List[str]) -> List[Dict[str, Any]]:
+    """Processes other than vllm-fit's trials that held device memory before the search."""
+    devices = ((report.get("environment") or {}).get("preflight") or {}).get("devices") or []
+    held = [{"pid": p.get("pid"), "name": p.get("name"), "used_bytes": p.get("used_bytes")}
+            for device in devices for p in device.get("processes") or []]
+    if held:
+        lines.append("other processes hold device memory: %s" % ", ".join(
+            "%s (pid %s, %s)" % (p["name"], p["pid"], _gib(p["used_bytes"] or 0)) for p in held))
+    return held
