@@ -51,7 +51,8 @@ def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: 
     seen = _measured(report)
     if seen is None:
         return None
-    per_token = float(model.kv_bytes_per_rank(tensor_parallel_size) or seen["kv"] / seen["tokens"])
+    args = search.get("engine_args") or {}
+    per_token = float(model.kv_bytes_per_rank(tensor_parallel_size, args) or seen["kv"] / seen["tokens"])
     total = total_bytes or seen["total"] or None
     need = wanted * per_token
     out: Dict[str, Any] = {"wanted_len": int(wanted), "kv_bytes_per_token": round(per_token),
@@ -65,8 +66,10 @@ def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: 
         lines.append("%d tokens need %s of KV cache; at the cap %.2f there is %s: %s missing (a device of"
                      " %s would hold it)" % (wanted, _gib(need), cap, _gib(at_cap), _gib(missing),
                                              _gib(total + missing / cap)))
-        out["tensor_parallel"] = _tensor_parallel(model, tensor_parallel_size, seen, at_cap, per_token, lines)
-        fp8 = at_cap / (per_token / 2)
+        out["tensor_parallel"] = _tensor_parallel(model, tensor_parallel_size, seen, at_cap, per_token, lines, args)
+        if str(args.get("kv_cache_dtype") or "auto").startswith("fp8") or model.dtype_bytes == 1:
+            return dict(out, foreign=_foreign(report, lines))
+        fp8 = at_cap / (per_token / (model.dtype_bytes or 2))
         out["fp8_kv_tokens"] = int(fp8)
         lines.append("an fp8 KV cache (--engine-arg kv_cache_dtype=fp8, where this vLLM and GPU support it) would"
                      " hold about %d tokens" % fp8)
@@ -78,7 +81,7 @@ def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: 
 
 
 def _tensor_parallel(model: ModelInfo, tp: int, seen: Mapping[str, Any], at_cap: float, per_token: float,
-                     lines: List[str]) -> List[Dict[str, Any]]:
+                     lines: List[str], args: Mapping[str, Any]) -> List[Dict[str, Any]]:
     """Per larger TP size: KV tokens per device, with the weights split and the KV heads divided."""
     if not seen["weights"] or not model.num_attention_heads:
         return []
@@ -87,7 +90,7 @@ def _tensor_parallel(model: ModelInfo, tp: int, seen: Mapping[str, Any], at_cap:
         if model.num_attention_heads % size:
             continue
         weights_then = seen["weights"] * tp / size  # weights per device, split over more ranks
-        now, then = model.kv_bytes_per_rank(tp), model.kv_bytes_per_rank(size)
+        now, then = model.kv_bytes_per_rank(tp, dict(args)), model.kv_bytes_per_rank(size, dict(args))
         per_token_then = per_token * (then / now if now and then else tp / size)  # KV heads split too
         tokens = int((at_cap + seen["weights"] - weights_then) / per_token_then)
         options.append({"tensor_parallel_size": size, "kv_tokens_per_device": tokens})

@@ -35,7 +35,9 @@ from .trial.runner import trial_environment
 
 def kv_model(prepared: Prepared) -> KvModel:
     """What is known about KV cost per device before launching."""
-    return KvModel(bytes_per_token=prepared.model.kv_bytes_per_rank(prepared.request.tensor_parallel_size),
+    request = prepared.request
+    return KvModel(bytes_per_token=prepared.model.kv_bytes_per_rank(request.tensor_parallel_size,
+                                                                   request.engine_args),
                    total_bytes=prepared.devices.preflight.total_bytes, regime=prepared.regime,
                    guess_block_size=prepared.guess_block_size)
 

@@ -31,12 +31,37 @@ class ModelInfo:
     sliding_window: Optional[int] = None
     """The window of a sliding-window model that really uses it (None: full attention)."""
 
-    def kv_bytes_per_rank(self, tensor_parallel_size: int) -> Optional[int]:
-        """KV bytes per token on one device: KV heads split across ranks, replicated when fewer."""
-        if self.kv_bytes_per_token is None or not self.num_kv_heads:
-            return self.kv_bytes_per_token
+    dtype_bytes: Optional[int] = None
+    """Bytes of one element in the model's dtype (the KV cache's, unless an engine argument says)."""
+
+    def kv_bytes_per_rank(self, tensor_parallel_size: int, engine_args: Optional[Dict[str, Any]] = None
+                          ) -> Optional[int]:
+        """KV bytes per token on one device: KV heads split across ranks, replicated when fewer, and
+        the element size the engine arguments give the cache (kv_cache_dtype=fp8 halves a bf16 one)."""
+        if self.kv_bytes_per_token is None:
+            return None
+        per_token = self.kv_bytes_per_token
+        element = kv_element_bytes(engine_args or {})
+        if element != "model":
+            if element is None or not self.dtype_bytes:
+                return None  # a cache dtype this tool does not know: only measured numbers count
+            per_token = per_token * element // self.dtype_bytes
+        if not self.num_kv_heads:
+            return per_token
         per_rank_heads = max(1, self.num_kv_heads // tensor_parallel_size)
-        return self.kv_bytes_per_token // self.num_kv_heads * per_rank_heads
+        return per_token // self.num_kv_heads * per_rank_heads
+
+
+def kv_element_bytes(engine_args: Dict[str, Any]) -> Any:
+    """Bytes per KV element that the engine arguments set; "model" when they leave the model's dtype;
+    None when they name a dtype this tool does not know."""
+    cache = str(engine_args.get("kv_cache_dtype") or "auto").lower()
+    if cache.startswith("fp8"):
+        return 1
+    if cache != "auto":
+        return _DTYPE_BYTES.get(cache)
+    dtype = str(engine_args.get("dtype") or "auto").lower()
+    return "model" if dtype == "auto" else _DTYPE_BYTES.get(dtype)
 
 
 def looks_local(model: str) -> bool:
@@ -143,6 +168,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         config_sha256=hashlib.sha256(raw).hexdigest(),
         num_kv_heads=kv_heads if isinstance(kv_heads, int) and not isinstance(kv_heads, bool) else None,
         sliding_window=window,
+        dtype_bytes=_DTYPE_BYTES.get(str(text.get("torch_dtype") or text.get("dtype") or "float16")),
     )
 
 

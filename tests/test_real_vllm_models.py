@@ -1,0 +1,83 @@
+"""Model facts on real vLLM (CPU backend): variants of the tiny Llama that the tests make (issue 8).
+
+Each variant copies the tiny model and changes its config.json: a LongRoPE rope, a Qwen2-style
+unused sliding window, an fp8 KV cache. The KV pool is exact on the CPU backend: 40 blocks of
+128 tokens hold one sequence of 39 x 128 = 4992 tokens (one block is the null block).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from conftest import BLOCK_BYTES
+
+pytestmark = pytest.mark.vllm
+
+
+def variant(tiny_model, tmp_path, name, **changes):
+    folder = tmp_path / name
+    shutil.copytree(tiny_model, folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(changes)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def search(vllm_python, model, env, tmp_path, *args, timeout=900):
+    report = tmp_path / ("report-%s.json" % model.name)
+    done = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(model), "--engine-arg",
+                           "enforce_eager=true", "--report", str(report), *map(str, args)],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    return done, (json.loads(report.read_text()) if report.exists() else None)
+
+
+def test_longrope_fits_the_pool_not_the_original_length(vllm_python, tiny_model, real_env, tmp_path):
+    """vLLM 0.32 resolves max_model_len=-1 to original_max_position_embeddings for LongRoPE (1024 here);
+    auto-fit did not reduce it, so the 40-block pool decides: 4992."""
+    factors = [1.0] * 16  # head_dim / 2
+    model = variant(tiny_model, tmp_path, "longrope", rope_parameters={
+        "rope_type": "longrope", "rope_theta": 10000.0, "short_factor": factors, "long_factor": factors,
+        "original_max_position_embeddings": 1024}, original_max_position_embeddings=1024)
+    done, report = search(vllm_python, model, real_env, tmp_path, "--kv-cache-memory", 40 * BLOCK_BYTES,
+                          "--granularity", 128)
+    assert done.returncode == 0, done.stderr
+    assert report["fit"]["max_model_len"] == 4992, [(t["engine_args"]["max_model_len"], t["outcome"])
+                                                    for t in report["trials"]]
+
+
+def test_an_unused_sliding_window_is_full_attention(vllm_python, tiny_model, real_env, tmp_path):
+    """Qwen2 configs carry sliding_window with use_sliding_window false: block counts still apply.
+
+    A Qwen2 architecture over the tiny Llama's numbers, with dummy weights (vLLM initialises them).
+    """
+    model = variant(tiny_model, tmp_path, "unused-window", architectures=["Qwen2ForCausalLM"], model_type="qwen2",
+                    sliding_window=4096, use_sliding_window=False, max_window_layers=2)
+    done, report = search(vllm_python, model, real_env, tmp_path, "--kv-cache-memory", 40 * BLOCK_BYTES,
+                          "--granularity", 128, "--max-len", 16384, "--engine-arg", "load_format=dummy")
+    assert done.returncode == 0, done.stderr
+    assert report["fit"]["max_model_len"] == 4992
+    assert report["launches"] <= 2, [(t["engine_args"]["max_model_len"], t["outcome"]) for t in report["trials"]]
+
+
+@pytest.mark.parametrize("granule, expected", [("32KiB", 33 * 32 * 1024), ("1MiB", 2 * 1024 * 1024)])
+def test_fp8_kv_takes_the_measured_page_size(vllm_python, tiny_model, real_env, tmp_path, granule, expected):
+    """fp8 halves the page (32 KiB a block here): 4096 tokens need 32 + 1 blocks = 1,081,344 bytes,
+    not the bf16 page size config.json implies."""
+    done, report = search(vllm_python, tiny_model, real_env, tmp_path, "--target-len", 4096, "--search",
+                          "kv-cache-memory", "--kv-granularity", granule, "--engine-arg", "kv_cache_dtype=fp8")
+    assert done.returncode == 0, done.stderr
+    assert report["fit"]["kv_cache_memory_bytes"] == expected, [
+        (t["engine_args"].get("kv_cache_memory_bytes"), t["outcome"]) for t in report["trials"]]
+
+
+def test_a_rerun_with_a_longer_timeout_relaunches_what_timed_out(vllm_python, tiny_model, real_env, tmp_path):
+    """Issue 8 class 12: timeouts journaled under --trial-timeout 2 say nothing under a longer one."""
+    args = ["--kv-cache-memory", 40 * BLOCK_BYTES, "--granularity", 128]
+    first, _ = search(vllm_python, tiny_model, real_env, tmp_path, *args, "--trial-timeout", 2)
+    assert first.returncode != 0 and "timed out" in first.stderr + first.stdout
+    again, report = search(vllm_python, tiny_model, real_env, tmp_path, *args, "--trial-timeout", 600)
+    assert again.returncode == 0, again.stderr
+    assert report["fit"]["max_model_len"] == 4992 and report["launches"] >= 1
