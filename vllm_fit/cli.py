@@ -19,7 +19,7 @@ from typing import Any, Callable, List, Optional
 
 import click
 
-from .errors import ExitCode, FitError, one_line
+from .errors import BadInput, ExitCode, FitError, one_line
 from .export.json_report import read_report, report_text
 from .export.junit import junit_xml
 from .export.markdown import summary_table
@@ -151,14 +151,23 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
               "are regressions.")
 @click.option("--tolerance", metavar="FRACTION", default=str(batch_module.DEFAULT_TOLERANCE), show_default=True,
               help="With --baseline: the KV capacity drop that counts as a regression.")
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: one entry after the other here; ray: each entry a task on a Ray cluster.")
+@click.option("--ray-address", metavar="ADDR", help="With --executor ray: the cluster (default: auto).")
+@click.option("--max-parallel", metavar="N", default="8", show_default=True,
+              help="With --executor ray: entries running at once.")
 @_store_options
 def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optional[str], tolerance: str,
-          cache_dir: Optional[str], no_cache: bool, force: bool) -> int:
+          executor: str, ray_address: Optional[str], max_parallel: str, cache_dir: Optional[str], no_cache: bool,
+          force: bool) -> int:
     """Search every model of a fleet file; write one config per entry, an index, a summary, JUnit.
 
     Every entry is checked before the first launch. Exit code 1 when any entry has no proven fit,
     could not run, or regressed against --baseline.
     """
+    if executor != "ray" and (ray_address or max_parallel != "8"):
+        raise BadInput("--ray-address and --max-parallel apply to --executor ray only; add it or drop them")
+    parallel = inputs.positive_int("--max-parallel", max_parallel)
     entries = load_fleet(fleet_file, os.environ, sys.executable)
     shard_label = None
     if shard:
@@ -173,7 +182,12 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
                                           before, tolerance_value)
     view = TerminalView()
     try:
-        index_data = batch_module.run_batch(entries, settings, view)
+        if executor == "ray":
+            from .fleet.ray_executor import run_batch_ray  # ray is imported only for --executor ray
+
+            index_data = run_batch_ray(entries, settings, view, ray_address, parallel)
+        else:
+            index_data = batch_module.run_batch(entries, settings, view)
     finally:
         view.close()
     view.out.print(summary_table(index_data).rstrip(), markup=False, highlight=False, soft_wrap=True)

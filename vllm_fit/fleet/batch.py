@@ -143,6 +143,14 @@ def with_baseline(result: Dict[str, Any], settings: BatchSettings) -> Dict[str, 
     return result
 
 
+def finish_entry(result: Dict[str, Any], settings: BatchSettings, listener: Listener) -> Dict[str, Any]:
+    """The entry's result against the baseline, announced (local and Ray batches alike)."""
+    result = with_baseline(result, settings)
+    listener.note("== %s: %s%s" % (result["name"], result["status"],
+                                   ": " + result["message"] if result["status"] != "fit" else ""))
+    return result
+
+
 RunEntry = Callable[[FleetEntry, Listener, BatchSettings], Dict[str, Any]]
 
 
@@ -152,10 +160,7 @@ def run_batch(entries: List[FleetEntry], settings: BatchSettings, listener: List
     done: List[Dict[str, Any]] = []
     for entry in entries:
         listener.note("== %s (%s)" % (entry.name, entry.request.model))
-        result = with_baseline(run(entry, listener, settings), settings)
-        done.append(result)
-        listener.note("== %s: %s%s" % (entry.name, result["status"],
-                                       ": " + result["message"] if result["status"] != "fit" else ""))
+        done.append(finish_entry(run(entry, listener, settings), settings, listener))
         write_outputs(settings.out_dir, new_index(done, settings.fleet, settings.shard))
     index = new_index(done, settings.fleet, settings.shard)
     write_outputs(settings.out_dir, index)

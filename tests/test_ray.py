@@ -1,0 +1,137 @@
+"""`batch --executor ray` on a real local Ray cluster (CPU resources only) with real vLLM (CPU backend).
+
+The cluster is started by the tests (`ray start --head`); the fleet entries ask for `{CPU: 1}`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+RAY = Path(sys.executable).with_name("ray")
+EXPECTED = {"tiny-33-blocks": 4096, "tiny-40-blocks": 4864, "tiny-57-blocks": 7168}
+
+
+def vllm_fit(python, env, *args, timeout=900):
+    return subprocess.run([python, "-m", "vllm_fit", *map(str, args)], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_executor_ray_without_ray_is_one_line_and_exit_3(tmp_path, fake_model):
+    blocker = tmp_path / "block" / "ray"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('no ray here')\n")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("models:\n  - {model: '%s', name: a, kv_cache_memory: 1GiB}\n" % fake_model)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "block"))
+    done = vllm_fit(sys.executable, env, "batch", fleet, "--out-dir", tmp_path / "out", "--executor", "ray")
+    assert done.returncode == 3 and done.stderr.count("\n") == 1, done.stderr
+    assert "vllm-fit[ray]" in done.stderr and not (tmp_path / "out" / "index.json").exists()
+
+
+def test_ray_options_need_the_ray_executor(tmp_path, fake_model):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("models:\n  - {model: '%s', name: a}\n" % fake_model)
+    done = vllm_fit(sys.executable, dict(os.environ), "batch", fleet, "--out-dir", tmp_path / "o", "--max-parallel", 2)
+    assert done.returncode == 2 and "--executor ray" in done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A one-node Ray cluster with 2 CPUs and no GPU; its address. Stopped at the end."""
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # Ray's socket paths must stay short
+    port = _free_port()
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--num-cpus", "2", "--num-gpus", "0",
+                    "--include-dashboard=false", "--disable-usage-stats", "--temp-dir", temp], env=env,
+                   check=True, capture_output=True, timeout=180)
+    try:
+        yield "127.0.0.1:%d" % port
+    finally:
+        subprocess.run([str(RAY), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def _fleet(tmp_path, tiny_model) -> Path:
+    text = (ROOT / "configs" / "tiny-fleet.yaml").read_text().replace(".cache/tiny-llama", str(tiny_model))
+    text = text.replace("  granularity: 128\n", "  granularity: 128\n  ray_resources: {CPU: 1}\n")
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    return path
+
+
+def _without_times(index):
+    return [{k: v for k, v in e.items() if k not in ("wall_time_s",)} for e in index["entries"]]
+
+
+@pytest.mark.vllm
+def test_the_tiny_fleet_on_ray_writes_what_a_local_batch_writes(ray_cluster, vllm_python, tiny_model, real_env,
+                                                                 tmp_path):
+    fleet = _fleet(tmp_path, tiny_model)
+    done = vllm_fit(vllm_python, real_env, "batch", fleet, "--out-dir", tmp_path / "ray", "--executor", "ray",
+                    "--ray-address", ray_cluster, "--max-parallel", 2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tiny-40-blocks: trial 1" in done.stdout + done.stderr  # the live lines reach the driver
+    index = json.loads((tmp_path / "ray" / "index.json").read_text())
+    assert {e["name"]: e["fit"]["max_model_len"] for e in index["entries"]} == EXPECTED
+    assert all(e["status"] == "fit" for e in index["entries"])
+    # the same fleet run locally, served from the cache the Ray batch filled: the same configs and index
+    local = vllm_fit(vllm_python, real_env, "batch", fleet, "--out-dir", tmp_path / "local")
+    assert local.returncode == 0, local.stderr[-3000:]
+    local_index = json.loads((tmp_path / "local" / "index.json").read_text())
+    assert sorted(e["name"] for e in local_index["entries"]) == sorted(EXPECTED)
+    assert {e["name"]: e["fit"] for e in local_index["entries"]} == {e["name"]: e["fit"] for e in index["entries"]}
+    for name in EXPECTED:
+        strip = lambda text: [line for line in text.splitlines() if not line.startswith("# written")]  # noqa: E731
+        assert strip((tmp_path / "ray" / "configs" / (name + ".yaml")).read_text()) == \
+            strip((tmp_path / "local" / "configs" / (name + ".yaml")).read_text())
+    junit = (tmp_path / "ray" / "junit.xml").read_text()
+    assert 'tests="3" failures="0" errors="0"' in junit
+    assert (tmp_path / "ray" / "summary.md").read_text().count("| fit |") == 3
+
+
+@pytest.mark.vllm
+def test_a_killed_worker_is_retried_and_the_batch_completes(ray_cluster, vllm_python, tiny_model, real_env,
+                                                            tmp_path):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("defaults: {engine_args: {enforce_eager: true}, granularity: 128, ray_resources: {CPU: 1}}\n"
+                     "models:\n  - {model: '%s', name: solo, kv_cache_memory: 2560KiB}\n" % tiny_model)
+    tool = subprocess.Popen([vllm_python, "-m", "vllm_fit", "batch", str(fleet), "--out-dir", str(tmp_path / "out"),
+                             "--executor", "ray", "--ray-address", ray_cluster], env=real_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(tool.stdout), daemon=True)
+    reader.start()
+    deadline, killed = time.monotonic() + 300, None
+    while time.monotonic() < deadline and killed is None:
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdline = " ".join(proc.info["cmdline"] or [])
+            if "probe.py" in cmdline:  # a trial is running: kill the Ray worker that runs its search
+                worker = proc.parent()
+                killed = worker.pid
+                worker.send_signal(signal.SIGKILL)
+                break
+        time.sleep(0.5)
+    assert killed, "no trial started"
+    assert tool.wait(timeout=600) == 0, "".join(lines)[-3000:]
+    index = json.loads((tmp_path / "out" / "index.json").read_text())
+    assert index["entries"][0]["status"] == "fit" and index["entries"][0]["fit"]["max_model_len"] == 4992

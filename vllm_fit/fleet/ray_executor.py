@@ -1,0 +1,119 @@
+"""`vllm-fit batch --executor ray`: each entry a Ray task on a node that has what its search needs.
+
+The task asks for GPUs equal to the entry's tensor-parallel size (and its `gpu:` accelerator type),
+or exactly the entry's `ray_resources`; it runs the same search as a local batch, with the entry's
+interpreter, on that node. The driver writes every output (configs, reports, pictures, index,
+summary, JUnit) from the tasks' results as each one ends, so a Ray batch and a local batch write
+the same files. A task lost with its worker or node is retried by Ray up to MAX_RETRIES times;
+trials already journaled are reused when the cache directory is shared by the nodes. Ray is
+imported only here, and only for --executor ray.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Dict, List, Optional
+
+from ..errors import EnvironmentProblem, FitError, one_line
+from ..logs.phases import Phase
+from ..trial.listener import Listener
+from .batch import BatchSettings, entry_result, error_result, finish_entry, search_entry
+from .fleet_file import FleetEntry
+from .index import new_index, write_outputs
+
+MAX_RETRIES = 2
+"""Relaunches of a task whose worker or node died (Ray's own retry; exceptions are not retried)."""
+
+
+def connect(address: Optional[str]) -> Any:
+    """The ray module, connected to the cluster (exit 3 when ray is missing or the cluster unreachable)."""
+    try:
+        import ray
+    except ImportError:
+        raise EnvironmentProblem("--executor ray needs the ray package: pip install 'vllm-fit[ray]'") from None
+    try:
+        ray.init(address=address or "auto", ignore_reinit_error=True, log_to_driver=True,
+                 logging_level=logging.ERROR)
+    except Exception as exc:  # ConnectionError, RuntimeError, ValueError by Ray version
+        raise EnvironmentProblem("cannot reach a Ray cluster at %s (%s); start one with `ray start --head` or"
+                                 " pass --ray-address" % (address or "auto", one_line(str(exc), 200))) from None
+    return ray
+
+
+def task_options(entry: FleetEntry) -> Dict[str, Any]:
+    """What the entry's task asks Ray for: its ray_resources, else its GPUs (and accelerator type)."""
+    resources = entry.placement.get("ray_resources")
+    if resources:
+        custom = {k: v for k, v in resources.items() if k not in ("CPU", "GPU")}
+        return {"num_cpus": resources.get("CPU", 0), "num_gpus": resources.get("GPU", 0), "resources": custom}
+    options: Dict[str, Any] = {"num_cpus": 1, "num_gpus": entry.request.tensor_parallel_size}
+    if entry.placement.get("gpu"):
+        options["accelerator_type"] = str(entry.placement["gpu"])
+    return options
+
+
+class _PrintListener(Listener):
+    """Phase lines on the worker's stdout, which Ray forwards to the driver's terminal."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def trial_started(self, index: int, llm_kwargs: Any) -> None:
+        print("%s: trial %d  max_model_len=%s  launching" % (self.name, index, llm_kwargs.get("max_model_len")),
+              flush=True)
+
+    def phase(self, index: int, phase: Phase) -> None:
+        print("%s: trial %d  %s" % (self.name, index, phase.value), flush=True)
+
+    def trial_finished(self, record: Any) -> None:
+        print("%s: trial %d  %s  %s" % (self.name, record.index, record.outcome.value, record.detail), flush=True)
+
+    def note(self, message: str) -> None:
+        print("%s: %s" % (self.name, message), flush=True)
+
+
+def _search_task(entry: FleetEntry, settings: BatchSettings) -> Any:
+    """Runs on the node: the entry's search; an entry that cannot run comes back as its message."""
+    try:
+        return search_entry(entry, _PrintListener(entry.name), settings)
+    except FitError as exc:
+        return str(exc)
+
+
+def run_batch_ray(entries: List[FleetEntry], settings: BatchSettings, listener: Listener, address: Optional[str],
+                  max_parallel: int) -> Dict[str, Any]:
+    """Run the entries as Ray tasks, at most `max_parallel` at a time; outputs rewritten as each ends."""
+    ray = connect(address)
+    remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_search_task)
+    queue, done = list(entries), []
+    pending: Dict[Any, Any] = {}
+    try:
+        while queue or pending:
+            while queue and len(pending) < max_parallel:
+                entry = queue.pop(0)
+                listener.note("== %s (%s): submitted to Ray %s" % (entry.name, entry.request.model,
+                                                                  task_options(entry)))
+                pending[remote.options(**task_options(entry)).remote(entry, settings)] = (entry, time.monotonic())
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                entry, started = pending.pop(ref)
+                done.append(finish_entry(_result(ray, ref, entry, settings, started), settings, listener))
+                write_outputs(settings.out_dir, new_index(done, settings.fleet, settings.shard))
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+    index = new_index(done, settings.fleet, settings.shard)
+    write_outputs(settings.out_dir, index)
+    return index
+
+
+def _result(ray: Any, ref: Any, entry: FleetEntry, settings: BatchSettings, started: float) -> Dict[str, Any]:
+    """The entry's index entry from its task: written outputs, or the error that ended it for good."""
+    try:
+        outcome = ray.get(ref)
+    except Exception as exc:  # the task failed for good (retries spent, node lost): an entry result
+        return error_result(entry, "the Ray task failed: %s" % one_line(str(exc), 300), time.monotonic() - started)
+    if isinstance(outcome, str):
+        return error_result(entry, outcome, time.monotonic() - started)
+    return entry_result(entry, outcome, settings.out_dir, time.monotonic() - started)
