@@ -69,3 +69,18 @@ def test_modules_stay_small_and_the_top_level_stays_short():
     assert len([p for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]) <= 14
     for path in PACKAGE.rglob("*.py"):
         assert len(path.read_text().splitlines()) <= 320, path  # issue 7: 300; logparse.py (patterns) is at 316
+
+
+def test_optional_extras_are_imported_in_one_module_each():
+    """ray only by fleet/ray_executor.py, matplotlib only by export/plot.py, both inside functions."""
+    import re
+
+    package = Path(__file__).resolve().parents[1] / "vllm_fit"
+    owners = {"ray": "fleet/ray_executor.py", "matplotlib": "export/plot.py"}
+    for path in package.rglob("*.py"):
+        text = path.read_text()
+        for extra, owner in owners.items():
+            if re.search(r"^\s*(import %s|from %s\b)" % (extra, extra), text, re.M):
+                assert str(path.relative_to(package)) == owner, "%s imports %s" % (path, extra)
+                assert not re.search(r"^(import %s|from %s\b)" % (extra, extra), text, re.M), \
+                    "%s imports %s at module level" % (path, extra)
