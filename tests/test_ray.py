@@ -42,6 +42,14 @@ def test_executor_ray_without_ray_is_one_line_and_exit_3(tmp_path, fake_model):
     assert "vllm-fit[ray]" in done.stderr and not (tmp_path / "out" / "index.json").exists()
 
 
+def test_an_unreachable_cluster_is_one_line_and_exit_3(tmp_path, fake_model):
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("models:\n  - {model: '%s', name: a, kv_cache_memory: 1GiB}\n" % fake_model)
+    done = vllm_fit(sys.executable, dict(os.environ), "batch", fleet, "--out-dir", tmp_path / "out", "--executor",
+                    "ray", "--ray-address", "127.0.0.1:%d" % _free_port(), timeout=60)
+    assert done.returncode == 3 and done.stderr.count("\n") == 1 and "cannot reach a Ray cluster" in done.stderr
+
+
 def test_ray_options_need_the_ray_executor(tmp_path, fake_model):
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text("models:\n  - {model: '%s', name: a}\n" % fake_model)

@@ -12,6 +12,7 @@ imported only here, and only for --executor ray.
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from typing import Any, Dict, List, Optional
 
@@ -32,6 +33,7 @@ def connect(address: Optional[str]) -> Any:
         import ray
     except ImportError:
         raise EnvironmentProblem("--executor ray needs the ray package: pip install 'vllm-fit[ray]'") from None
+    _check_reachable(address)
     try:
         ray.init(address=address or "auto", ignore_reinit_error=True, log_to_driver=True,
                  logging_level=logging.ERROR)
@@ -39,6 +41,19 @@ def connect(address: Optional[str]) -> Any:
         raise EnvironmentProblem("cannot reach a Ray cluster at %s (%s); start one with `ray start --head` or"
                                  " pass --ray-address" % (address or "auto", one_line(str(exc), 200))) from None
     return ray
+
+
+def _check_reachable(address: Optional[str], timeout_s: float = 5.0) -> None:
+    """A HOST:PORT address must accept a connection: ray.init would otherwise retry for minutes."""
+    if not address or address == "auto" or "://" in address or ":" not in address:
+        return  # "auto" finds the local cluster or fails fast; ray:// (Ray Client) connects on its own
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass  # reachable; ray.init does the real handshake
+    except (OSError, ValueError) as exc:
+        raise EnvironmentProblem("cannot reach a Ray cluster at %s (%s); start one with `ray start --head` or"
+                                 " fix --ray-address" % (address, getattr(exc, "strerror", None) or exc)) from None
 
 
 def task_options(entry: FleetEntry) -> Dict[str, Any]:
