@@ -143,3 +143,15 @@ def test_a_killed_worker_is_retried_and_the_batch_completes(ray_cluster, vllm_py
     assert tool.wait(timeout=600) == 0, "".join(lines)[-3000:]
     index = json.loads((tmp_path / "out" / "index.json").read_text())
     assert index["entries"][0]["status"] == "fit" and index["entries"][0]["fit"]["max_model_len"] == 4992
+
+
+def test_gpu_names_map_to_ray_accelerator_types():
+    from vllm_fit.fleet.ray_executor import ray_accelerator
+
+    assert ray_accelerator("H100") == "H100"
+    assert ray_accelerator("NVIDIA H100 80GB HBM3") == "H100"
+    assert ray_accelerator("NVIDIA A100-SXM4-40GB") == "A100-40G"
+    assert ray_accelerator("a100-80g") == "A100-80G"
+    assert ray_accelerator("NVIDIA L4") == "L4" and ray_accelerator("NVIDIA A10G") == "A10G"
+    assert ray_accelerator("Tesla T4") == "T4"
+    assert ray_accelerator("MI300X") == "MI300X"  # not an NVIDIA name Ray lists: passed as written

@@ -64,8 +64,23 @@ def task_options(entry: FleetEntry) -> Dict[str, Any]:
         return {"num_cpus": resources.get("CPU", 0), "num_gpus": resources.get("GPU", 0), "resources": custom}
     options: Dict[str, Any] = {"num_cpus": 1, "num_gpus": entry.request.tensor_parallel_size}
     if entry.placement.get("gpu"):
-        options["accelerator_type"] = str(entry.placement["gpu"])
+        options["accelerator_type"] = ray_accelerator(str(entry.placement["gpu"]))
     return options
+
+
+RAY_ACCELERATORS = ("B200", "H200", "H100", "A100-80G", "A100-40G", "L40S", "L40", "L4", "A10G", "A100", "V100",
+                    "T4")
+"""Ray's names of NVIDIA accelerator types (ray.util.accelerators), most specific first."""
+
+
+def ray_accelerator(name: str) -> str:
+    """Ray's accelerator type for a `gpu:` value: `H100`, or NVML's `NVIDIA H100 80GB HBM3`, both give H100.
+    An A100 with its memory size is Ray's A100-40G / A100-80G; a name Ray does not list passes as written."""
+    text = name.upper().replace("NVIDIA", " ").replace("TESLA", " ").replace("GEFORCE", " ")
+    if "A100" in text and ("80G" in text or "40G" in text):
+        return "A100-80G" if "80G" in text else "A100-40G"
+    words = set(text.replace("-", " ").replace("_", " ").split())
+    return next((known for known in RAY_ACCELERATORS if known in words or known == text.strip()), name)
 
 
 class _PrintListener(Listener):
