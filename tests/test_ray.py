@@ -5,6 +5,7 @@ The cluster is started by the tests (`ray start --head`); the fleet entries ask 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -132,12 +133,13 @@ def test_a_killed_worker_is_retried_and_the_batch_completes(ray_cluster, vllm_py
     deadline, killed = time.monotonic() + 300, None
     while time.monotonic() < deadline and killed is None:
         for proc in psutil.process_iter(["cmdline"]):
-            cmdline = " ".join(proc.info["cmdline"] or [])
-            if "probe.py" in cmdline:  # a trial is running: kill the Ray worker that runs its search
-                worker = proc.parent()
-                killed = worker.pid
-                worker.send_signal(signal.SIGKILL)
-                break
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                worker = proc.parent() if "probe.py" in " ".join(proc.info["cmdline"] or []) else None
+                title = " ".join(worker.cmdline()) if worker is not None else ""
+                if "ray::" in title or "default_worker" in title:  # a trial this cluster's worker runs
+                    killed = worker.pid
+                    worker.send_signal(signal.SIGKILL)  # kill the Ray worker that runs its search
+                    break
         time.sleep(0.5)
     assert killed, "no trial started"
     assert tool.wait(timeout=600) == 0, "".join(lines)[-3000:]
