@@ -68,7 +68,7 @@ def test_every_option_applies_somewhere_and_has_help():
 def test_modules_stay_small_and_the_top_level_stays_short():
     assert len([p for p in PACKAGE.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]) <= 14
     for path in PACKAGE.rglob("*.py"):
-        assert len(path.read_text().splitlines()) <= 320, path  # issue 7: 300; logparse.py (patterns) is at 316
+        assert len(path.read_text().splitlines()) <= 300, path
 
 
 def test_optional_extras_are_imported_in_one_module_each():

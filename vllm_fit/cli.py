@@ -20,27 +20,19 @@ from typing import Any, Callable, List, Optional
 import click
 
 from .errors import BadInput, ExitCode, FitError, one_line
-from .export.json_report import read_report, report_text
-from .export.junit import junit_xml
+from .export.json_report import report_text
 from .export.markdown import summary_table
-from .export.plot import FORMATS as PLOT_FORMATS
-from .export.plot import render as render_plot
-from .export.yaml_config import config_text, read_config
-from .files.atomic import write_bytes_atomic, write_text_atomic
+from .export.yaml_config import config_text
+from .files.atomic import write_text_atomic
 from .files.paths import check_distinct, check_output
 from .fitter import run_search
 from .fleet import batch as batch_module
-from .fleet.compare import compare
 from .fleet.fleet_file import load_fleet, parse_shard
 from .fleet.fleet_file import shard as select_shard
-from .fleet.index import failing, load_index, merge
-from .fleet.verify import DEFAULT_TOLERANCE as VERIFY_TOLERANCE
-from .fleet.verify import VerifyStatus, verify_all
+from .fleet.index import failing, load_index
 from .output.view import TerminalView
 from .prepare import inputs, prepare, request_from_options
-from .prepare.envcheck import inspect_interpreter
-from .prepare.request import DEFAULT_TRIAL_TIMEOUT_S, OPTIONS
-from .report import now_iso
+from .prepare.request import OPTIONS
 from .store import FitStore, check_cache_dir, default_cache_dir
 
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -194,91 +186,6 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
     return _exit(ExitCode.NO_FIT if failing(index_data) else ExitCode.OK)
 
 
-@cli.command(name="merge")
-@click.argument("shard_outputs", metavar="SHARD_DIR...", nargs=-1, required=True)
-@click.option("--out-dir", metavar="DIR", required=True, help="Where the merged index, summary, JUnit go.")
-def merge_command(shard_outputs: List[str], out_dir: str) -> int:
-    """Combine the outputs of `batch --shard` runs into one index, summary and JUnit report."""
-    folder = check_output(out_dir, kind="folder", what="--out-dir")
-    index = merge([Path(p) for p in shard_outputs], folder)
-    click.echo(summary_table(index).rstrip())
-    return _exit(ExitCode.NO_FIT if failing(index) else ExitCode.OK)
-
-
-@cli.command()
-@click.argument("configs", metavar="CONFIG.yaml...", nargs=-1, required=True)
-@click.option("--python", "python", metavar="PATH", help="Interpreter of the vLLM environment.")
-@click.option("--tolerance", metavar="FRACTION", default=str(VERIFY_TOLERANCE), show_default=True,
-              help="Fail when the KV capacity fell by more than this fraction below the recorded one.")
-@click.option("--trial-timeout", metavar="SECONDS", default=str(int(DEFAULT_TRIAL_TIMEOUT_S)), show_default=True)
-@click.option("--report", metavar="FILE.json", help="Write the verdicts with their evidence.")
-@click.option("--junit", metavar="FILE.xml", help="Write one JUnit test case per config.")
-def verify(configs: List[str], python: Optional[str], tolerance: str, trial_timeout: str, report: Optional[str],
-           junit: Optional[str]) -> int:
-    """Launch each committed config once: it must start, serve a full-length request, keep its capacity."""
-    paths = [Path(c) for c in configs]
-    for path in paths:
-        read_config(path)  # refuse a broken file before launching anything
-    check_distinct({"--report": report, "--junit": junit})
-    if report:
-        check_output(report, what="--report")
-    if junit:
-        check_output(junit, what="--junit")
-    timeout_s = inputs.seconds("--trial-timeout", trial_timeout)
-    tolerance_value = inputs.fraction("--tolerance", tolerance)
-    interpreter = inspect_interpreter(inputs.interpreter("--python", python) if python else sys.executable)
-    view = TerminalView()
-    try:
-        verdicts = verify_all(paths, interpreter, os.environ, timeout_s, tolerance_value, view)
-    finally:
-        view.close()
-    for verdict in verdicts:
-        view.out.print("%s  %s: %s" % (verdict["status"].upper(), verdict["config"], verdict["message"]),
-                       markup=False, highlight=False, soft_wrap=True)
-    if report:
-        write_text_atomic(report, report_text({"created": now_iso(), "verdicts": verdicts}))
-    if junit:
-        write_text_atomic(junit, junit_xml("vllm-fit verify", [
-            {"name": v["config"], "status": v["status"], "verdict": VerifyStatus(v["status"]).verdict,
-             "message": v["message"], "time": v["duration_s"], "details": v["message"]} for v in verdicts]))
-    ok = all(VerifyStatus(v["status"]) is VerifyStatus.OK for v in verdicts)
-    return _exit(ExitCode.OK if ok else ExitCode.NO_FIT)
-
-
-@cli.command(name="compare")
-@click.argument("old", metavar="OLD")
-@click.argument("new", metavar="NEW")
-@click.option("--out", metavar="FILE.md", help="Also write the Markdown to this file.")
-def compare_command(old: str, new: str, out: Optional[str]) -> int:
-    """What changed between two sets of configs (folders of YAML, or batch index.json), as Markdown.
-
-    Exit code 1 when a config got worse (gone, shorter, or less KV capacity).
-    """
-    if out:
-        check_output(out, what="--out")
-    text, worse = compare(Path(old), Path(new))
-    if out:
-        write_text_atomic(out, text)
-    click.echo(text.rstrip())
-    return _exit(ExitCode.NO_FIT if worse else ExitCode.OK)
-
-
-@cli.command(name="plot")
-@click.argument("report", metavar="REPORT.json")
-@click.option("--out", metavar="FILE.svg|png|pdf", required=True, help="Where to write the picture.")
-def plot_command(report: str, out: str) -> int:
-    """Draw a search: KV capacity against the memory knob, each trial coloured by its outcome.
-
-    With the capacity model's line, the cap, the fit, the model's maximum and the concurrency
-    levels. Needs matplotlib (pip install 'vllm-fit[plot]').
-    """
-    check_output(out, what="--out", suffixes=PLOT_FORMATS)
-    data = read_report(report)
-    write_bytes_atomic(out, render_plot(data, Path(out).suffix.lower()))
-    click.echo("wrote %s" % out)
-    return _exit(ExitCode.OK)
-
-
 def _raise_interrupt(signum: int, frame: object) -> None:
     """SIGTERM behaves like Ctrl-C: unwind, so every trial's process group is killed on the way."""
     raise KeyboardInterrupt
@@ -317,3 +224,5 @@ def main(argv: Optional[List[str]] = None) -> None:
         signal.signal(signal.SIGTERM, previous)
     sys.exit(code if isinstance(code, int) else 0)
 
+
+from . import cli_outputs  # noqa: E402,F401  (registers merge, verify, compare, plot on `cli`)

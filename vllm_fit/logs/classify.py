@@ -14,25 +14,25 @@ from typing import Any, Dict, List, Optional, Pattern, Tuple
 
 from ..outcome import CapacityFacts, Classification, OomStage, Outcome
 from ..probe import PHASE_MARKER
-from . import logparse
+from . import logparse, patterns
 from .logparse import LogLine
 
 LOG_TAIL_LINES = 40
 
 # Root causes in priority order: the first that matches decides the outcome.
 _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
-    (logparse.DERIVED_MAX, Outcome.TOO_LONG_FOR_MODEL),
-    (logparse.V1_TOO_LONG, Outcome.KV_TOO_SMALL),
-    (logparse.V0_TOO_LONG, Outcome.KV_TOO_SMALL),
-    (logparse.NO_KV_MEMORY, Outcome.NO_KV_MEMORY),
-    (logparse.FREE_MEMORY_SHORT, Outcome.FREE_MEMORY_SHORT),
-    (logparse.OOM, Outcome.OOM),
-    (logparse.NO_DEVICE, Outcome.ENVIRONMENT),
-    (logparse.BAD_CONFIG, Outcome.BAD_CONFIG),
+    (patterns.DERIVED_MAX, Outcome.TOO_LONG_FOR_MODEL),
+    (patterns.V1_TOO_LONG, Outcome.KV_TOO_SMALL),
+    (patterns.V0_TOO_LONG, Outcome.KV_TOO_SMALL),
+    (patterns.NO_KV_MEMORY, Outcome.NO_KV_MEMORY),
+    (patterns.FREE_MEMORY_SHORT, Outcome.FREE_MEMORY_SHORT),
+    (patterns.OOM, Outcome.OOM),
+    (patterns.NO_DEVICE, Outcome.ENVIRONMENT),
+    (patterns.BAD_CONFIG, Outcome.BAD_CONFIG),
 ]
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
-    (logparse.OOM, Outcome.OOM),
-    (logparse.V0_BLOCK_MANAGER, Outcome.REQUEST_FAILED),
+    (patterns.OOM, Outcome.OOM),
+    (patterns.V0_BLOCK_MANAGER, Outcome.REQUEST_FAILED),
     (re.compile(r"prompt \(length \d+\) is longer than the maximum model length"), Outcome.REQUEST_FAILED),
 ]
 
@@ -73,9 +73,9 @@ def oom_stage(before: List[LogLine], in_request: bool) -> OomStage:
     """Where memory ran out, from what the log had said before the error."""
     if in_request:
         return OomStage.REQUEST
-    if any(logparse.find_all(pattern, before) for pattern in logparse.KV_SIZED):
+    if any(logparse.find_all(pattern, before) for pattern in patterns.KV_SIZED):
         return OomStage.KV_ALLOCATION
-    if logparse.find_all(logparse.WEIGHTS_LOADED, before):
+    if logparse.find_all(patterns.WEIGHTS_LOADED, before):
         return OomStage.PROFILE
     return OomStage.LOAD
 
@@ -129,7 +129,7 @@ def classify(
     if status is None and in_request:
         status = "request_failed"  # the probe died while serving (0.7-0.8.4 kill their own process)
     phase = (result or {}).get("phase") or ("request" if in_request else last_phase)
-    transient = bool(logparse.find_all(logparse.NONDETERMINISTIC, lines + _exception_lines(result)))
+    transient = bool(logparse.find_all(patterns.NONDETERMINISTIC, lines + _exception_lines(result)))
 
     if status == "ok":
         request = (result or {}).get("request") or {}

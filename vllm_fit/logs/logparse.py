@@ -12,6 +12,40 @@ from dataclasses import dataclass
 from typing import Iterable, List, Optional, Pattern, Tuple
 
 from ..outcome import CapacityFacts
+from .patterns import (
+    AUTOFIT_FULL,
+    AUTOFIT_REDUCED,
+    AVAILABLE_KV,
+    BANNER,
+    BLOCK_OVERRIDE,
+    BLOCKS,
+    CONCURRENCY,
+    CPU_KV_DEFAULT,
+    CPU_KV_SET,
+    DERIVED_MAX,
+    EXTENDED_BLOCKS,
+    FREE_MEMORY_INFO,
+    FREE_MEMORY_SHORT,
+    KV_BYTES_SET,
+    KV_IN_USE_BYTES,
+    OOM,
+    OOM_ALLOC,
+    OOM_FREE,
+    OPENVINO_BLOCKS,
+    UNIT_BYTES,
+    USAGE_INFO,
+    USAGE_INFO_034,
+    USING_MAX_LEN,
+    V0_064_PROFILE,
+    V0_FALLBACK,
+    V0_PROFILE_KV,
+    V0_PROFILE_PARTS,
+    V0_PROFILE_TOTAL,
+    V0_TOO_LONG,
+    V1_TOKENS,
+    V1_TOO_LONG,
+    WEIGHTS_LOADED,
+)
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _PROC_PREFIX = re.compile(r"^\s*(?:\[rank\d+\]:\s*|\([^()]*?\bpid=\d+[^()]*\)\s*)")
@@ -60,116 +94,6 @@ def _int(text: str) -> int:
 
 
 # --- capacity and memory lines (section 1) ---------------------------------------------------------
-
-V1_TOKENS = re.compile(r"(?:\b[A-Z]+(?: \+ host)? )?KV cache size: ([\d,]+) tokens")
-CONCURRENCY = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
-BLOCKS = re.compile(
-    r"^# (?:GPU|CPU|TPU|HPU|CUDA|XLA|XPU|cuda|rocm|cpu|xpu|tpu|hpu) blocks: (\d+)(?:, # CPU blocks: \d+)?"
-)
-OPENVINO_BLOCKS = re.compile(r"OpenVINO \S+: # device blocks: (\d+)")
-BLOCK_OVERRIDE = re.compile(
-    r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(\d+)"
-    r"|Replacing profiled num_gpu_blocks=\d+ with forced_num_gpu_blocks=(\d+)"
-)
-EXTENDED_BLOCKS = re.compile(r"Extended KV cache to (\d+) blocks \(([\d.]+) GiB\)")
-AVAILABLE_KV = re.compile(r"Available KV cache memory: (-?[\d.]+) GiB")
-V0_PROFILE_KV = re.compile(r"the rest of the memory reserved for KV Cache is (-?[\d.]+) ?GiB")
-V0_PROFILE_TOTAL = re.compile(
-    r"total_gpu_memory \(([\d.]+) ?GiB\) x gpu_memory_utilization \(([\d.]+)\) = ([\d.]+) ?GiB"
-)
-V0_PROFILE_PARTS = re.compile(
-    r"model weights take (-?[\d.]+) ?GiB; non_torch_memory takes (-?[\d.]+) ?GiB; "
-    r"PyTorch activation peak memory takes (-?[\d.]+) ?GiB"
-)
-V0_064_PROFILE = re.compile(
-    r"total_gpu_memory=([\d.]+)GiB initial_memory_usage=([\d.]+)GiB peak_torch_memory=([\d.]+)GiB"
-    r".*non_torch_memory=([\d.]+)GiB kv_cache_size=(-?[\d.]+)GiB gpu_memory_utilization=([\d.]+)"
-)
-CPU_KV_SET = re.compile(r"(?:Explicitly|Auto) set \((-?[\d.]+)/([\d.]+)\) GiB for KV cache on node \d+")
-CPU_KV_DEFAULT = re.compile(r"VLLM_CPU_KVCACHE_SPACE not set\. Using ([\d.]+) GiB for KV cache")
-KV_BYTES_SET = re.compile(r"reserved (-?[\d.]+) ?GiB memory for KV Cache as specified by kv_cache_memory_bytes")
-FREE_MEMORY_INFO = re.compile(
-    r"Free memory on device(?: \S+)? \(([\d.]+)/([\d.]+) GiB\) on startup\. "
-    r"Desired GPU memory utilization is \(([\d.]+), ([\d.]+) GiB\)"
-)
-USAGE_INFO = re.compile(
-    r"Actual usage is (-?[\d.]+) GiB for weight, (-?[\d.]+) GiB for peak activation, (-?[\d.]+) GiB for "
-    r"non-torch memory, and (-?[\d.]+) GiB for CUDAGraph memory"
-)
-USAGE_INFO_034 = re.compile(
-    r"Actual usage is (-?[\d.]+) GiB for consumed memory \(weights \+ non-torch\), (-?[\d.]+) GiB for peak "
-    r"activation, and (-?[\d.]+) GiB for CUDAGraph memory"
-)
-KV_IN_USE_BYTES = re.compile(r"Current kv cache memory in use is (\d+) bytes")
-WEIGHTS_LOADED = re.compile(
-    r"(?:Model loading took|Loading model weights took(?: in total)?|Loading weights took) (-?[\d.]+) ?Gi?B"
-)
-AUTOFIT_REDUCED = re.compile(
-    r"Auto-fit max_model_len: reduced from (\d+) to (\d+)"
-    r"|--max-model-len auto reduced max_model_len from (\d+) to (\d+)"
-)
-AUTOFIT_FULL = re.compile(r"Auto-fit max_model_len: full model context length (\d+) fits")
-USING_MAX_LEN = re.compile(r"Using max model len (\d+)")
-BANNER = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine \(v([^)\s]+)\)")
-V0_FALLBACK = re.compile(r"is not supported by the V1 Engine\. Falling back to V0")
-
-# --- error lines (the root causes; see classify.py for their priority) ----------------------------
-
-V1_TOO_LONG = re.compile(
-    r"To serve at least one request with the models?'s max seq len \((\d+)\), "
-    r"\((-?[\d.]+) Gi?B KV cache is needed, which is larger than the available KV cache memory "
-    r"\((-?[\d.]+) Gi?B\)\.(?:\s*Based on the available memory,(?:\s*the estimated maximum model length is (\d+)\.)?)?"
-)
-V0_TOO_LONG = re.compile(
-    r"The model's max seq len \((\d+)\) is larger than the maximum number of tokens that can be "
-    r"stored in KV cache \((\d+)\)"
-)
-NO_KV_MEMORY = re.compile(
-    r"No available memory for the cache blocks|Cannot auto-fit max_model_len: not enough GPU memory"
-    r"|CUDA graph capture and warmup left no memory for the KV cache"
-)
-DERIVED_MAX = re.compile(
-    r"User-specified max_model_len \((\d+)\) is greater than the derived max_model_len "
-    r"\((\w+)=([\d.]+|None) or model_max_length=(\S+?) in model's config\.json\)"
-)
-FREE_MEMORY_SHORT = re.compile(
-    r"Free memory on device(?: \S+)? \(([\d.]+)/([\d.]+) GiB\) on startup is less than "
-    r"(?:desired GPU memory utilization|the engine's budget[^(]*?)\s*\(([\d.]+), ([\d.]+) GiB\)"
-    r"|Externally held weights on device \S+ \(([\d.]+)/([\d.]+) GiB\) exceed the desired GPU memory"
-    r"|Available memory on node \d+ \(([\d.]+)/([\d.]+) GiB\) on kv cache allocation is less than"
-    r"|Error in memory profiling\."
-)
-OOM = re.compile(
-    r"torch\.(?:cuda\.)?OutOfMemoryError|CUDA out of memory|CUDA error: out of memory"
-    r"|CUBLAS_STATUS_ALLOC_FAILED|HIP out of memory|XPU out of memory|Cuda failure 'out of memory'"
-    r"|DefaultCPUAllocator: can't allocate memory|\bMemoryError\b"
-)
-NO_DEVICE = re.compile(
-    r"Failed to infer device type|No CUDA GPUs are available|Found no NVIDIA driver on your system"
-    r"|no CUDA-capable device is detected|CUDA initialization is blocked|Device string must not be empty"
-    r"|CUDA driver initialization failed|NVIDIA driver on your system is too old"
-)
-BAD_CONFIG = re.compile(
-    r"must be divisible by tensor parallel size|must be divisible by pipeline parallel size"
-    r"|GPU memory utilization must be less than 1\.0|\d+ validation errors? for \w+"
-    r"|got an unexpected keyword argument|is smaller than max_model_len \(\d+\)\. This effectively limits"
-    r"|Unknown quantization method|is not supported for the selected|exceeds the total number of available GPUs"
-    r"|No common block size for"
-)
-V0_BLOCK_MANAGER = re.compile(r"exceeds the capacity of block_manager|is too long and exceeds limit of \d+")
-OOM_ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?([KMGT]i?B|bytes)")
-OOM_FREE = re.compile(r"of which ([\d.]+) ?([KMGT]i?B|bytes) is free|([\d.]+) ?([KMGT]i?B|bytes) free;")
-_UNIT = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-         "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}  # torch prints binary units
-NONDETERMINISTIC = re.compile(
-    r"NCCL error|DistNetworkError|EADDRINUSE|Address already in use|Connection reset by peer"
-    r"|an illegal memory access was encountered|Triton Error \[CUDA\]|unspecified launch failure"
-    r"|uncorrectable ECC error|CUDA error: unknown error"
-)
-KV_SIZED = (V1_TOKENS, BLOCKS, OPENVINO_BLOCKS, EXTENDED_BLOCKS, AVAILABLE_KV, V0_PROFILE_KV, V0_064_PROFILE,
-            CPU_KV_SET, KV_BYTES_SET)
-"""Lines that say the KV cache has been sized: an OOM after them is not about weights or profiling."""
-
 
 def find_all(pattern: Pattern[str], lines: Iterable[LogLine]) -> List[Tuple[LogLine, re.Match[str]]]:
     """Every line whose message matches, with its match object."""
@@ -303,10 +227,10 @@ def read_error_facts(facts: CapacityFacts, match: re.Match[str]) -> None:
         alloc = OOM_ALLOC.search(match.string)
         free = OOM_FREE.search(match.string)
         if alloc:
-            facts.oom_alloc_bytes = int(float(alloc.group(1)) * _UNIT[alloc.group(2)])
+            facts.oom_alloc_bytes = int(float(alloc.group(1)) * UNIT_BYTES[alloc.group(2)])
         if free:
             number, unit = (free.group(1), free.group(2)) if free.group(1) else (free.group(3), free.group(4))
-            facts.oom_free_bytes = int(float(number) * _UNIT[unit])
+            facts.oom_free_bytes = int(float(number) * UNIT_BYTES[unit])
     elif pattern is FREE_MEMORY_SHORT:
         numbers = [g for g in match.groups() if g is not None]
         if len(numbers) >= 2:
