@@ -87,8 +87,8 @@ def test_sigkill_mid_trial_then_resume_repeats_nothing(fake_world, fake_model, t
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     journals = Path(env["VLLM_FIT_CACHE_DIR"]) / "journals"
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(len(p.read_text().splitlines()) >= 2 for p in journals.glob("*")
-                                                   if journals.exists()):
+    while time.monotonic() < deadline and not ((out / "index.json").exists() and any(  # a is done, b journaled
+            len(p.read_text().splitlines()) >= 2 for p in journals.glob("*.jsonl"))):
         time.sleep(0.1)
     time.sleep(1.0)  # b's second trial is now hanging
     trial = [p.pid for p in psutil.Process(tool.pid).children(recursive=True)]
