@@ -269,6 +269,12 @@ BATCH = [
     Case("batch cache-dir a file", ["batch", "{tmp}/fleet.yaml", "--out-dir", "{tmp}/o", "--cache-dir",
                                     "{tmp}/afile"], 2, "afile", {**fleet(entry()), "afile": "x"}),
     Case("batch no out-dir", ["batch", "{tmp}/fleet.yaml"], 2, "--out-dir", fleet(entry())),
+    Case("batch unknown executor", ["batch", "{tmp}/fleet.yaml", "--out-dir", "{tmp}/o", "--executor", "slurm"], 2,
+         "slurm", fleet(entry())),
+    Case("batch max-parallel zero", ["batch", "{tmp}/fleet.yaml", "--out-dir", "{tmp}/o", "--executor", "ray",
+                                     "--max-parallel", "0"], 2, "--max-parallel", fleet(entry())),
+    Case("batch ray address without ray", ["batch", "{tmp}/fleet.yaml", "--out-dir", "{tmp}/o", "--ray-address",
+                                           "127.0.0.1:6379"], 2, "--executor ray", fleet(entry())),
 ]
 
 VERIFY = [
