@@ -55,6 +55,7 @@ def fake_world(tmp_path) -> Callable[..., Dict[str, str]]:
         env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
         env["FAKE_GPU_WORLD"] = str(path)
         env["VLLM_FIT_CACHE_DIR"] = str(tmp_path / "cache")
+        env["VLLM_FIT_VIA"] = "llm"  # the fake vLLM has LLM(...), no OpenAI server
         return env
 
     return make
@@ -114,6 +115,7 @@ def real_env(tmp_path) -> Dict[str, str]:
     env = dict(os.environ)
     env["VLLM_FIT_CACHE_DIR"] = str(tmp_path / "cache")
     env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    env["VLLM_FIT_VIA"] = "llm"  # search logic offline (8 s a trial); tests/test_real_vllm_serve.py serves
     env["VLLM_TARGET_DEVICE"] = "cpu"
     env.pop("PYTHONPATH", None)
     return env

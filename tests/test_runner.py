@@ -18,7 +18,7 @@ import pytest
 from conftest import plan_for
 
 from vllm_fit.outcome import Outcome
-from vllm_fit.trial import runner
+from vllm_fit.trial import process_tree, runner
 from vllm_fit.trial.run import run_trial
 
 KWARGS = {"model": "m", "max_model_len": 4096, "tensor_parallel_size": 1}
@@ -92,7 +92,7 @@ def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake
 def test_a_descendant_deaf_to_sigterm_is_killed_too(fake_world, tmp_path, monkeypatch):
     """A descendant that ignores SIGTERM is still killed (SIGKILL) and nothing is left."""
     env = runner.trial_environment(fake_world(mode="hang_start", helper_ignores_sigterm=True))
-    monkeypatch.setattr(runner, "TERM_GRACE_S", 0.5)
+    monkeypatch.setattr(process_tree, "TERM_GRACE_S", 0.5)
     run = runner.run_probe(sys.executable, KWARGS, tmp_path / "t", timeout_s=3, env=env)
     assert run.timed_out and run.survivors == []
     assert os.path.exists(tmp_path / "t" / "output.log")

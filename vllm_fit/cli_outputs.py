@@ -28,7 +28,7 @@ from .fleet.verify import VerifyStatus, verify_all
 from .output.view import TerminalView
 from .prepare import inputs
 from .prepare.envcheck import inspect_interpreter
-from .prepare.request import DEFAULT_TRIAL_TIMEOUT_S
+from .prepare.request import DEFAULT_TRIAL_TIMEOUT_S, VIA_ENV, Via
 from .report import now_iso
 
 
@@ -51,8 +51,10 @@ def merge_command(shard_outputs: List[str], out_dir: str) -> int:
 @click.option("--trial-timeout", metavar="SECONDS", default=str(int(DEFAULT_TRIAL_TIMEOUT_S)), show_default=True)
 @click.option("--report", metavar="FILE.json", help="Write the verdicts with their evidence.")
 @click.option("--junit", metavar="FILE.xml", help="Write one JUnit test case per config.")
+@click.option("--via", metavar="HOW", help="serve (default; $%s): run vLLM's OpenAI server on the file as it is,"
+              " host and port set for the test; llm: vllm.LLM(...) on its engine keys." % VIA_ENV)
 def verify(configs: List[str], python: Optional[str], tolerance: str, trial_timeout: str, report: Optional[str],
-           junit: Optional[str]) -> int:
+           junit: Optional[str], via: Optional[str]) -> int:
     """Launch each committed config once: it must start, serve a full-length request, keep its capacity."""
     paths = [Path(c) for c in configs]
     for path in paths:
@@ -64,10 +66,11 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
         check_output(junit, what="--junit")
     timeout_s = inputs.seconds("--trial-timeout", trial_timeout)
     tolerance_value = inputs.fraction("--tolerance", tolerance)
+    how = inputs.choice(Via)("--via" if via else VIA_ENV, via or os.environ.get(VIA_ENV) or Via.SERVE.value)
     interpreter = inspect_interpreter(inputs.interpreter("--python", python) if python else sys.executable)
     view = TerminalView()
     try:
-        verdicts = verify_all(paths, interpreter, os.environ, timeout_s, tolerance_value, view)
+        verdicts = verify_all(paths, interpreter, os.environ, timeout_s, tolerance_value, view, how)
     finally:
         view.close()
     for verdict in verdicts:

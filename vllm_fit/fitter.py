@@ -108,7 +108,7 @@ def trial_plan(prepared: Prepared, work_dir: Any, sequences: int = 1) -> TrialPl
                      env=trial_environment(request.env, sets_kv_size=sets_kv), work_dir=work_dir, context=context,
                      devices=prepared.devices, retry=RetryPolicy(attempts=request.retries + 1,
                                                                  wait_s=request.retry_wait),
-                     sequences=sequences, baseline=prepared.devices.snapshot())
+                     sequences=sequences, baseline=prepared.devices.snapshot(), via=request.via)
 
 
 def run_search(prepared: Prepared, listener: Optional[Listener] = None, objective: Optional[Objective] = None,

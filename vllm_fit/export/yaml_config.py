@@ -54,7 +54,10 @@ def config_comments(report: Mapping[str, Any]) -> List[str]:
         "vllm-fit: %s" % report["tool"]["version"],
         "written: %s" % report["created"],
         "objective: %s" % report["search"].get("objective"),
-        "verified: trial %d started and served a %s-token request" % (fit["trial"], request.get("total_tokens")),
+        "verified: trial %d started and served %s%s-token request%s" % (
+            fit["trial"], "a " if int(request.get("sequences") or 1) == 1 else "%s concurrent " % request["sequences"],
+            request.get("total_tokens"), " over HTTP (vllm serve on this file)" if request.get("http")
+            else " (vllm.LLM in-process)"),
         "proven-best: %s" % ("yes" if report.get("proven") else "no (%s)" % report.get("stop_reason")),
         "kv-cache-tokens: %s" % fit["kv_cache_tokens"],
         "max-concurrency: %s" % fit["max_concurrency"],

@@ -8,6 +8,7 @@ below what was recorded when the config was fitted (its `# kv-cache-tokens:` lin
 
 from __future__ import annotations
 
+import dataclasses
 from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
@@ -20,11 +21,13 @@ from ..logs.regime import Regime
 from ..outcome import Outcome
 from ..prepare.checks import check_model
 from ..prepare.envcheck import Interpreter
+from ..prepare.request import Via
 from ..trial.listener import Listener
 from ..trial.record import TrialContext
 from ..trial.retry import RetryPolicy
 from ..trial.run import TrialPlan, launch
 from ..trial.runner import trial_environment
+from ..trial.serve import BIND_OVERRIDES
 
 DEFAULT_TOLERANCE = 0.05
 """Capacity may fall by up to 5% (vLLM versions count tokens slightly differently) before failing."""
@@ -55,10 +58,17 @@ def engine_kwargs(config: Mapping[str, Any]) -> Dict[str, Any]:
 
 
 def verify_config(path: Path, plan: TrialPlan, tolerance: float, listener: Listener, index: int) -> Dict[str, Any]:
-    """One launch of the config; the verdict with its evidence."""
-    kwargs = engine_kwargs(read_config(path))
+    """One launch of the config; the verdict with its evidence. Served, the file is used as it is
+    (serve-only keys included), with host and port replaced for the trial and reported."""
+    config = read_config(path)
     before = recorded_capacity(path)
-    record = launch(plan, index, kwargs, listener)
+    overrides = {}
+    if plan.via is Via.SERVE:
+        plan = dataclasses.replace(plan, served_file=path)
+        overrides = {key: config[key] for key in BIND_OVERRIDES if config.get(key) is not None}
+        record = launch(plan, index, config, listener)
+    else:
+        record = launch(plan, index, engine_kwargs(config), listener)
     now = record.facts.kv_cache_tokens
     if record.outcome is not Outcome.OK:
         status = VerifyStatus.FAILED
@@ -71,12 +81,15 @@ def verify_config(path: Path, plan: TrialPlan, tolerance: float, listener: Liste
         status = VerifyStatus.OK
         message = "starts and serves %s tokens; KV capacity %s tokens (recorded %s)" % (
             (record.request or {}).get("total_tokens"), now, before)
+    if overrides:
+        message += "; for the test, %s set to the loopback and a free port" % " and ".join(sorted(overrides))
     return {"config": str(path), "status": status.value, "message": message, "recorded_kv_cache_tokens": before,
+            "via": plan.via.value, "overridden": overrides,
             "kv_cache_tokens": now, "duration_s": record.duration_s, "trial": record.to_json()}
 
 
 def verify_all(paths: List[Path], interpreter: Interpreter, env: Mapping[str, str], timeout_s: float,
-               tolerance: float, listener: Listener) -> List[Dict[str, Any]]:
+               tolerance: float, listener: Listener, via: Via = Via.SERVE) -> List[Dict[str, Any]]:
     """Verify configs one after the other, through the search's launch path."""
     configs = [read_config(p) for p in paths]  # every file is checked before the first launch
     for config in configs:
@@ -88,5 +101,5 @@ def verify_all(paths: List[Path], interpreter: Interpreter, env: Mapping[str, st
     with run_folder() as work_dir:
         plan = TrialPlan(python=interpreter.python, base_kwargs={}, timeout_s=timeout_s,
                          env=trial_environment(env, sets_kv_size=False), work_dir=work_dir, context=context,
-                         devices=devices, retry=RetryPolicy(), baseline=devices.snapshot())
+                         devices=devices, retry=RetryPolicy(), baseline=devices.snapshot(), via=via)
         return [verify_config(path, plan, tolerance, listener, i) for i, path in enumerate(paths, start=1)]

@@ -112,3 +112,8 @@ NONDETERMINISTIC = re.compile(
 KV_SIZED = (V1_TOKENS, BLOCKS, OPENVINO_BLOCKS, EXTENDED_BLOCKS, AVAILABLE_KV, V0_PROFILE_KV, V0_064_PROFILE,
             CPU_KV_SET, KV_BYTES_SET)
 """Lines that say the KV cache has been sized: an OOM after them is not about weights or profiling."""
+
+SERVER_FATAL = re.compile(
+    r"Engine core initialization failed|EngineCore failed to start|Engine process failed to start"
+    r"|Application startup failed|RuntimeError: Engine core")
+"""A server log line after which the OpenAI server will not become ready (it may take a while to exit)."""

@@ -42,12 +42,22 @@ class Strategy(str, Enum):
     DOUBLING = "doubling"
 
 
+class Via(str, Enum):
+    """How a trial runs the engine: vLLM's OpenAI server over HTTP, or `vllm.LLM(...)` in the probe."""
+
+    SERVE = "serve"
+    LLM = "llm"
+
+
 ALL = frozenset(ObjectiveKind)
 LONGEST = frozenset({ObjectiveKind.FIXED_MEMORY, ObjectiveKind.HIGHEST_UTILIZATION})
 LEAST = frozenset({ObjectiveKind.LEAST_UTILIZATION, ObjectiveKind.LEAST_KV_MEMORY})
 UTILIZATION_SEARCHES = frozenset({ObjectiveKind.HIGHEST_UTILIZATION, ObjectiveKind.LEAST_UTILIZATION})
 
 Parser = Callable[[str, Any], Any]
+VIA_ENV = "VLLM_FIT_VIA"
+"""The default of --via where neither the command line nor the fleet file sets it (e.g. `llm` on a CI
+runner whose deployments call LLM(...))."""
 
 
 @dataclass(frozen=True)
@@ -137,6 +147,11 @@ class SearchRequest:
         "strategy", inputs.choice(Strategy), "predict: jump to what vLLM prints; bisect and doubling: the"
         " baselines.", fingerprint=True, default=Strategy.PREDICT, applies=LONGEST, metavar="NAME",
         choices=[s.value for s in Strategy], default_text=Strategy.PREDICT.value)
+    via: Via = option(
+        "via", inputs.choice(Via), "serve: every trial runs vLLM's OpenAI server on the YAML it would deliver"
+        " and proves it over HTTP (the engine `vllm serve --config` starts); llm: vllm.LLM(...) in one process,"
+        " for LLM(**config) users (other batch defaults, so another answer).", fingerprint=True,
+        default=Via.SERVE, metavar="HOW", choices=[v.value for v in Via], default_text=Via.SERVE.value)
     tensor_parallel_size: int = option(
         "tensor_parallel_size", inputs.positive_int, "Passed to vLLM; must divide the model's attention heads"
         " and not exceed the visible devices.", fingerprint=True, default=1, metavar="N", default_text="1")
@@ -211,6 +226,11 @@ def request_from_options(options: Mapping[str, Any], env: Mapping[str, str], def
     prefix = where + ": " if where else ""
     given = {key: value for key, value in options.items() if value is not None and value != () and value != []}
     defaults = {key: value for key, value in (inherited or {}).items() if key not in given and value is not None}
+    if "via" not in given and "via" not in defaults and env.get(VIA_ENV):
+        try:
+            defaults["via"] = OPTIONS["via"].parse(VIA_ENV, env[VIA_ENV])
+        except BadInput as exc:
+            raise BadInput("%s (the environment sets it)" % exc) from None
     values: Dict[str, Any] = {}
     for key, raw in list(defaults.items()) + list(given.items()):
         name = BY_KEY.get(key)

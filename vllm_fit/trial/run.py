@@ -13,10 +13,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ..gpu import Devices, DeviceState
 from ..logs.phases import Phase
+from ..prepare.request import Via
 from .listener import Listener
 from .record import TrialContext, TrialRecord, record_from_run
 from .retry import RetryPolicy, run_with_retries
 from .runner import run_probe
+from .serve import run_server
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class TrialPlan:
     request_timeout_s: Optional[float] = None
     baseline: List[DeviceState] = field(default_factory=list)
     """Device state before the first trial: what 'released' means."""
+    via: Via = Via.LLM
+    served_file: Optional[Path] = None
+    """Serve this deployment file as it is (verify) instead of the candidate rendered as YAML."""
 
     def llm_kwargs(self, engine_args: Mapping[str, Any]) -> Dict[str, Any]:
         """LLM(...) keyword arguments for one candidate's engine arguments."""
@@ -51,10 +56,15 @@ RunTrial = Callable[[TrialPlan, int, Dict[str, Any], Callable[[Phase], None]], T
 
 def run_trial(plan: TrialPlan, index: int, llm_kwargs: Dict[str, Any],
               on_phase: Callable[[Phase], None] = lambda phase: None) -> TrialRecord:
-    """One attempt: run the probe on these arguments and classify what happened."""
-    run = run_probe(plan.python, llm_kwargs, plan.work_dir / ("trial-%03d" % index), timeout_s=plan.timeout_s,
-                    env=plan.env, request_timeout_s=plan.request_timeout_s, sequences=plan.sequences,
-                    on_phase=on_phase)
+    """One attempt: run the probe (or the server) on these arguments and classify what happened."""
+    trial_dir = plan.work_dir / ("trial-%03d" % index)
+    if plan.via is Via.SERVE:
+        run = run_server(plan.python, llm_kwargs, trial_dir, timeout_s=plan.timeout_s, env=plan.env,
+                         request_timeout_s=plan.request_timeout_s, sequences=plan.sequences, on_phase=on_phase,
+                         user_file=plan.served_file)
+    else:
+        run = run_probe(plan.python, llm_kwargs, trial_dir, timeout_s=plan.timeout_s, env=plan.env,
+                        request_timeout_s=plan.request_timeout_s, sequences=plan.sequences, on_phase=on_phase)
     return record_from_run(index, llm_kwargs, run, plan.context, plan.timeout_s)
 
 

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -25,14 +23,11 @@ from ..logs import phases
 from ..logs.phases import Phase
 from ..probe import PHASE_MARKER, SECRET_ARGS_ENV
 from ..redact import is_secret_name, public_args, scrub, secret_values
+from .process_tree import GONE_TIMEOUT_S, kill_tree
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe.py"
-TERM_GRACE_S = 5.0
-"""After SIGTERM to the group, how long before SIGKILL."""
 SHUTDOWN_GRACE_S = 10.0
 """After the probe wrote its result, how long it may take to shut vLLM down by itself."""
-GONE_TIMEOUT_S = 30.0
-"""How long to wait for killed processes to disappear before reporting them."""
 
 KV_SIZE_ENV = ("VLLM_CPU_KVCACHE_SPACE",)
 """Removed from the child's environment when the tool sets the KV size: it would override it."""
@@ -80,79 +75,29 @@ class _OutputPump(threading.Thread):
         super().__init__(daemon=True)
         self.stream, self.log_path, self.on_line, self.secrets = stream, log_path, on_line, list(secrets)
         self.chunks: List[str] = []
+        self._lock = threading.Lock()
+        self._log: Optional[Any] = None
 
     def run(self) -> None:
         with contextlib.ExitStack() as stack:
-            log = stack.enter_context(open(self.log_path, "w", encoding="utf-8")) if self.log_path else None
+            self._log = stack.enter_context(open(self.log_path, "w", encoding="utf-8")) if self.log_path else None
             for raw in iter(self.stream.readline, b""):  # the log lives in a 0700 folder
-                line = scrub(raw.decode("utf-8", errors="replace"), self.secrets)
-                self.chunks.append(line)
-                if log:
-                    log.write(line)
-                    log.flush()
-                self.on_line(line)
+                self.add(raw.decode("utf-8", errors="replace"))
+            with self._lock:
+                self._log = None
+
+    def add(self, text: str) -> None:
+        """One line of output (the child's, or the parent's own note such as a phase marker)."""
+        line = scrub(text, self.secrets)
+        with self._lock:
+            self.chunks.append(line)
+            if self._log:
+                self._log.write(line)
+                self._log.flush()
+        self.on_line(line)
 
     def text(self) -> str:
         return "".join(self.chunks)
-
-
-def _group_members(pgid: int) -> List[psutil.Process]:
-    """Live (non-zombie) processes in a process group."""
-    members = []
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if os.getpgid(proc.pid) == pgid and proc.info["status"] != psutil.STATUS_ZOMBIE:
-                members.append(proc)
-        except (ProcessLookupError, psutil.NoSuchProcess):
-            continue
-    return members
-
-
-def _alive(processes: Sequence[psutil.Process]) -> List[psutil.Process]:
-    """The processes of a list that still run (same PID and start time, not a zombie)."""
-    alive = []
-    for proc in processes:
-        try:
-            if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-        except psutil.NoSuchProcess:
-            continue
-    return alive
-
-
-def _signal_all(pgid: int, processes: Sequence[psutil.Process], sig: int) -> None:
-    """Send sig to the group and to each listed process (descendants that left the group)."""
-    with contextlib.suppress(ProcessLookupError):  # the group is already empty
-        os.killpg(pgid, sig)
-    for proc in _alive(processes):
-        with contextlib.suppress(psutil.NoSuchProcess):  # exited between the check and the signal
-            proc.send_signal(sig)
-
-
-def kill_tree(popen: subprocess.Popen, descendants: Sequence[psutil.Process]) -> List[int]:
-    """Terminate, then kill, the child's group and known descendants; return PIDs that survived."""
-    pgid = popen.pid
-    if _group_members(pgid) or _alive(descendants):
-        _signal_all(pgid, descendants, signal.SIGTERM)
-        deadline = time.monotonic() + TERM_GRACE_S
-        while time.monotonic() < deadline and (_group_members(pgid) or _alive(descendants)):
-            _reap(popen)
-            time.sleep(0.1)
-        _signal_all(pgid, descendants, signal.SIGKILL)
-    _reap(popen, block=True)
-    deadline = time.monotonic() + GONE_TIMEOUT_S
-    while time.monotonic() < deadline:
-        left = {p.pid for p in _group_members(pgid)} | {p.pid for p in _alive(descendants)}
-        if not left:
-            return []
-        time.sleep(0.1)
-    return sorted(left)
-
-
-def _reap(popen: subprocess.Popen, block: bool = False) -> None:
-    """Collect the child's exit status so it does not linger as a zombie."""
-    with contextlib.suppress(subprocess.TimeoutExpired):  # still running: kill_tree keeps signalling
-        popen.wait(timeout=GONE_TIMEOUT_S if block else 0)
 
 
 def run_probe(
@@ -165,8 +110,13 @@ def run_probe(
     request_timeout_s: Optional[float] = None,
     sequences: int = 1,
     on_phase: Callable[[Phase], None] = lambda phase: None,
+    server_args: Optional[List[str]] = None,
+    driver: Optional[Driver] = None,
+    also_secret: Sequence[str] = (),
 ) -> ProcessRun:
     """Run the probe on one spec in a fresh session and return its output and result.
+
+    With `server_args` the probe runs vLLM's OpenAI server on them and `driver` sends the requests.
 
     The probe is copied alone into trial_dir and run from there, so none of vllm-fit's modules can
     shadow a package the trial imports. The child runs in the caller's working directory (relative
@@ -179,7 +129,10 @@ def run_probe(
     if result_path.exists():
         result_path.unlink()
     secret_args = {key: value for key, value in llm_kwargs.items() if is_secret_name(key)}
-    spec = {"llm_kwargs": public_args(llm_kwargs), "sequences": sequences, "result_path": str(result_path)}
+    spec: Dict[str, Any] = {"llm_kwargs": public_args(llm_kwargs), "sequences": sequences,
+                            "result_path": str(result_path)}
+    if server_args is not None:
+        spec["server_args"] = list(server_args)
     spec_path = trial_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=1, default=str))
     probe_path = trial_dir / "probe.py"
@@ -188,7 +141,41 @@ def run_probe(
     child_env = dict(env)
     if secret_args:
         child_env[SECRET_ARGS_ENV] = json.dumps(dict(secret_args))
-    state: Dict[str, Any] = {"probe_phase": None, "done_at": None, "request_at": None, "phase": None}
+    secrets = sorted({*secret_values(secret_args, env), *also_secret}, key=len, reverse=True)
+    return run_child(argv, trial_dir, child_env, secrets, timeout_s=timeout_s,
+                     request_timeout_s=request_timeout_s, on_phase=on_phase, driver=driver)
+
+
+class Session:
+    """A running trial as a driver thread sees it (serve mode): alive or not, its output so far."""
+
+    def __init__(self, popen: subprocess.Popen, pump: _OutputPump, state: Dict[str, Any]):
+        self.popen, self.pump, self.state = popen, pump, state
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None and not self.state.get("stop")
+
+    def text(self) -> str:
+        return self.pump.text()
+
+    def mark(self, phase: str) -> None:
+        """Announce a phase in the trial's log, as the probe itself does (the classifier reads it)."""
+        self.pump.add("\n" + PHASE_MARKER + phase + "\n")
+
+
+Driver = Callable[[Session], Dict[str, Any]]
+"""Works with a running child (sends its requests) and returns what it found; the child is then stopped."""
+
+
+def run_child(argv: List[str], trial_dir: Path, child_env: Mapping[str, str], secrets: Sequence[str], *,
+              timeout_s: float, request_timeout_s: Optional[float] = None,
+              on_phase: Callable[[Phase], None] = lambda phase: None,
+              driver: Optional[Driver] = None) -> ProcessRun:
+    """Run one child in its own session until it exits, its driver is done, or a timeout; then
+    kill its whole tree. The result is the probe's result file, updated with the driver's findings."""
+    result_path = trial_dir / "result.json"
+    state: Dict[str, Any] = {"probe_phase": None, "done_at": None, "request_at": None, "phase": None,
+                             "stop": False}
 
     def on_line(line: str) -> None:
         if PHASE_MARKER in line:
@@ -205,19 +192,34 @@ def run_probe(
     started = time.monotonic()
     popen = subprocess.Popen(
         argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        env=child_env, start_new_session=True,
+        env=dict(child_env), start_new_session=True,
     )
-    pump = _OutputPump(popen.stdout, trial_dir / "output.log", on_line, secret_values(secret_args, env))
+    pump = _OutputPump(popen.stdout, trial_dir / "output.log", on_line, secrets)
     pump.start()
+    found: Dict[str, Any] = {}
+    worker = None
+    if driver is not None:
+        def drive() -> None:
+            try:
+                found.update(driver(Session(popen, pump, state)))
+            finally:
+                state["stop"] = True
+        worker = threading.Thread(target=drive, name="vllm-fit-driver", daemon=True)
+        worker.start()
     descendants: List[psutil.Process] = []
     timed_out = False
     survivors: List[int] = []
     try:
         timed_out = _wait(popen, started, timeout_s, request_timeout_s or timeout_s, state, descendants)
     finally:
+        state["stop"] = True
         survivors = kill_tree(popen, descendants)
         pump.join(timeout=GONE_TIMEOUT_S)
+        if worker is not None:
+            worker.join(timeout=GONE_TIMEOUT_S)
     result = _read_result(result_path, pump.secrets)
+    if driver is not None and result is not None:
+        result.update(json.loads(scrub(json.dumps(found, default=str), pump.secrets)))
     return ProcessRun(
         argv=argv, log_text=pump.text(), result=result, exit_code=popen.returncode,
         timed_out=timed_out, duration_s=round(time.monotonic() - started, 2),
@@ -257,6 +259,8 @@ def _wait(popen: subprocess.Popen, started: float, timeout_s: float, request_tim
         except psutil.NoSuchProcess:
             pass  # exited while we looked; popen.wait reaps it next round
         now = time.monotonic()
+        if state["stop"]:
+            return False  # the driver is done with the server
         if state["done_at"] is not None:
             if now - state["done_at"] > SHUTDOWN_GRACE_S:
                 return False  # result written; vLLM's own shutdown is taking too long

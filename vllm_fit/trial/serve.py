@@ -1,0 +1,234 @@
+"""A serve trial: vLLM's OpenAI server on the candidate's config file, proven over HTTP (httpx).
+
+The probe runs the server (`python -m vllm.entrypoints.openai.api_server --config FILE --host
+127.0.0.1 --port P`) in the trial's own session; this module's driver waits for `/health` while
+watching the process, reads the KV facts from `/metrics`, checks the served `max_model_len` on
+`/v1/models`, sends the full-length requests to `/v1/completions` (token ids, `ignore_eos`, a
+client timeout) and returns what it saw in the probe's result shape, so trials are classified the
+same way whichever path ran them. The runner then stops the server (SIGTERM, then the group).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Mapping, Optional
+
+import httpx
+
+from ..export.yaml_config import render_config
+from ..logs import metrics, patterns
+from ..logs.phases import Phase
+from ..probe import GENERATED_TOKENS, prompt_ids
+from ..redact import is_secret_name, secret_values
+from .runner import Driver, ProcessRun, Session, run_probe
+
+HOST = "127.0.0.1"
+"""Trials bind the loopback only, whatever the config says (reported as an override)."""
+HEALTH_POLL_S = 0.5
+FAILURE_GRACE_S = 10.0
+"""After a fatal line in the server's log, how long it may take to exit by itself."""
+SAMPLE_EVERY_S = 0.02
+"""How often `/metrics` is sampled while requests run (the peak of running requests)."""
+BIND_OVERRIDES = ("host", "port")
+"""Serve keys that must not bind on the test host: replaced for the trial and reported."""
+
+
+def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on now (the OS picks it, so two searches differ)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class ServedConfig:
+    """The file the server reads, and what a client needs to talk to it."""
+
+    path: Path
+    text: str
+    model_name: str
+    api_key: Optional[str] = None
+    overrides: Dict[str, Any] = field(default_factory=dict)
+    """Keys replaced for the trial: name -> [the config's value, the trial's value]."""
+
+
+def served_config(llm_kwargs: Mapping[str, Any], trial_dir: Path, port: int,
+                  user_file: Optional[Path] = None) -> ServedConfig:
+    """The candidate written as the YAML that would be delivered (comments aside), or the user's own
+    deployment file as it is (verify); host and port are set on the command line for the trial."""
+    if user_file is not None:
+        path, text = user_file, user_file.read_text(encoding="utf-8", errors="replace")
+    else:
+        text = render_config(llm_kwargs, [])
+        path = trial_dir / "served.yaml"
+        path.write_text(text, encoding="utf-8")
+    names = llm_kwargs.get("served_model_name")
+    model_name = names[0] if isinstance(names, list) and names else names or llm_kwargs["model"]
+    overrides = {key: [llm_kwargs[key], HOST if key == "host" else port]
+                 for key in BIND_OVERRIDES if llm_kwargs.get(key) is not None}
+    api_key = llm_kwargs.get("api_key")
+    return ServedConfig(path, text, str(model_name), str(api_key) if api_key else None, overrides)
+
+
+def run_server(python: str, llm_kwargs: Mapping[str, Any], trial_dir: Path, *, timeout_s: float,
+               env: Mapping[str, str], request_timeout_s: Optional[float] = None, sequences: int = 1,
+               on_phase: Callable[[Phase], None] = lambda phase: None,
+               user_file: Optional[Path] = None) -> ProcessRun:
+    """One serve trial of one candidate: start the server, prove it over HTTP, stop it."""
+    trial_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    port = free_port()
+    config = served_config(llm_kwargs, trial_dir, port, user_file)
+    server_args = ["--config", str(config.path), "--host", HOST, "--port", str(port)]
+    driver = serve_driver("http://%s:%d" % (HOST, port), config, llm_kwargs, sequences,
+                          request_timeout_s or timeout_s)
+    # The probe appends secret arguments to the server's command line; a user's file carries its own.
+    kwargs = dict(llm_kwargs) if user_file is None else {
+        key: value for key, value in llm_kwargs.items() if not is_secret_name(key)}
+    return run_probe(python, kwargs, trial_dir, timeout_s=timeout_s, env=env,
+                     request_timeout_s=request_timeout_s, sequences=sequences, on_phase=on_phase,
+                     server_args=server_args, driver=driver, also_secret=secret_values(llm_kwargs))
+
+
+def _wait_ready(session: Session, client: httpx.Client) -> Optional[int]:
+    """The `/health` status once the server answers 200; None when it exits or logs a fatal error."""
+    failed_at = None
+    while session.alive():
+        if failed_at is None and patterns.SERVER_FATAL.search(session.text()):
+            failed_at = time.monotonic()
+        if failed_at is not None and time.monotonic() - failed_at > FAILURE_GRACE_S:
+            return None
+        try:
+            status = client.get("/health", timeout=2.0).status_code
+            if status == 200:
+                return status
+        except httpx.HTTPError:
+            pass  # not listening yet: the process and the trial timeout bound the wait
+        time.sleep(HEALTH_POLL_S)
+    return None
+
+
+class _PeakSampler(threading.Thread):
+    """Samples `/metrics` while the requests run: the most requests running at once."""
+
+    def __init__(self, client: httpx.Client):
+        super().__init__(daemon=True)
+        self.client, self.peak_running, self.stop = client, 0, threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                running = metrics.total(self.client.get("/metrics", timeout=2.0).text, metrics.RUNNING)
+            except httpx.HTTPError:
+                running = None  # the server went away: the requests report it
+            self.peak_running = max(self.peak_running, int(running or 0))
+            self.stop.wait(SAMPLE_EVERY_S)
+
+
+def _complete(client: httpx.Client, config: ServedConfig, length: int, sequence: int,
+              timeout_s: float) -> Dict[str, Any]:
+    """One full-length completion: `length - 1` prompt token ids and one generated token."""
+    generated = max(1, min(GENERATED_TOKENS, length // 2))
+    body = {"model": config.model_name, "prompt": prompt_ids(length - generated, sequence),
+            "max_tokens": generated, "ignore_eos": True, "temperature": 0.0}
+    try:
+        response = client.post("/v1/completions", json=body, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return {"status_code": None, "error": "%s: %s" % (type(exc).__name__, exc)}
+    try:
+        data = response.json()
+    except ValueError:
+        data = {"error": {"message": response.text[:500]}}
+    usage = data.get("usage") or {} if isinstance(data, dict) else {}
+    error = data.get("error") if isinstance(data, dict) else None
+    message = error.get("message") if isinstance(error, dict) else error
+    choices = data.get("choices") or [{}] if isinstance(data, dict) else [{}]
+    return {"status_code": response.status_code, "usage": usage, "error": message,
+            "finish_reason": choices[0].get("finish_reason")}
+
+
+def serve_driver(base_url: str, config: ServedConfig, llm_kwargs: Mapping[str, Any], sequences: int,
+                 request_timeout_s: float) -> Driver:
+    """The driver of one serve trial: ready, facts, served length, then `sequences` requests at once."""
+    headers = {"Authorization": "Bearer %s" % config.api_key} if config.api_key else {}
+
+    def drive(session: Session) -> Dict[str, Any]:
+        with httpx.Client(base_url=base_url, headers=headers, trust_env=False) as client:
+            health = _wait_ready(session, client)
+            if health is None:
+                return {}
+            http: Dict[str, Any] = {"url": base_url, "health": health, "config": config.text,
+                                    "overrides": config.overrides}
+            found: Dict[str, Any] = {"status": "request_failed", "phase": "request", "engine": {}}
+            try:
+                scraped = client.get("/metrics", timeout=10.0).text
+                models = client.get("/v1/models", timeout=10.0)
+            except httpx.HTTPError as exc:
+                found["exception"] = {"type": type(exc).__name__, "message": str(exc)}
+                return found
+            found["engine"] = metrics.cache_facts(scraped)
+            http["metrics_line"] = metrics.cache_config_line(scraped)
+            http["models_status"] = models.status_code
+            served = _served_len(models)
+            if served is None:
+                found["request_problem"] = "/v1/models answered %d without a max_model_len" % models.status_code
+                return found
+            found["engine"]["max_model_len"] = served
+            wanted = int(llm_kwargs["max_model_len"])
+            if wanted > 0 and served != wanted:
+                found["request_problem"] = ("/v1/models serves max_model_len %d, not the configured %d"
+                                            % (served, wanted))
+                return found
+            session.mark("request")
+            found["request"] = _requests(client, config, served, sequences, request_timeout_s, http)
+            found.update(_verdict(found["request"]))
+            return found
+
+    return drive
+
+
+def _served_len(models: httpx.Response) -> Optional[int]:
+    """The max_model_len `/v1/models` advertises for the (first) served model."""
+    try:
+        data = models.json().get("data") or []
+        value = data[0].get("max_model_len")
+    except (ValueError, AttributeError, IndexError):
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _requests(client: httpx.Client, config: ServedConfig, length: int, sequences: int, timeout_s: float,
+              http: Dict[str, Any]) -> Dict[str, Any]:
+    """`sequences` full-length requests sent at once, each with its own prompt; their usage counted."""
+    sampler = _PeakSampler(client)
+    sampler.start()
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=sequences) as pool:
+        answers = list(pool.map(lambda n: _complete(client, config, length, n, timeout_s), range(sequences)))
+    sampler.stop.set()
+    sampler.join(timeout=5.0)
+    http["status_codes"] = [answer["status_code"] for answer in answers]
+    http["usage"] = [answer.get("usage") for answer in answers]
+    served = [int((answer.get("usage") or {}).get("total_tokens") or 0) for answer in answers]
+    prompt = (answers[0].get("usage") or {}).get("prompt_tokens") or 0
+    return {"sequences": sequences, "prompt_tokens": prompt, "generated_tokens": served[0] - prompt if prompt else 0,
+            "total_tokens": min(served), "served_tokens": served, "expected_tokens": length,
+            "finish_reason": answers[0].get("finish_reason"), "seconds": round(time.monotonic() - started, 3),
+            "peak_running": sampler.peak_running, "errors": [a["error"] for a in answers if a.get("error")],
+            "http": http}
+
+
+def _verdict(request: Dict[str, Any]) -> Dict[str, Any]:
+    """The probe's status for these answers: ok only when every request served the full length."""
+    if request["errors"]:
+        first = request["errors"][0]
+        return {"status": "request_failed", "exception": {"type": "HTTP %s" % request["http"]["status_codes"][0],
+                                                          "message": str(first)}}
+    if all(tokens == request["expected_tokens"] for tokens in request["served_tokens"]):
+        return {"status": "ok"}
+    return {"status": "request_failed", "request_problem": "served %d of %d tokens" % (
+        request["total_tokens"], request["expected_tokens"])}
