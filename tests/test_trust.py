@@ -31,13 +31,15 @@ ENGINE_SECRET = "plantedEngineArgToken0005"
 
 @pytest.mark.parametrize("name", ["HF_TOKEN", "hf_token", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY",
                                   "AZURE_OPENAI_KEY", "GITHUB_PAT", "api-key", "db_password", "apiKey",
-                                  "GOOGLE_APPLICATION_CREDENTIALS", "HUGGING_FACE_HUB_TOKEN", "authorization"])
+                                  "GOOGLE_APPLICATION_CREDENTIALS", "HUGGING_FACE_HUB_TOKEN", "authorization",
+                                  "DB_PWD"])
 def test_secret_names(name):
     assert is_secret_name(name)
 
 
 @pytest.mark.parametrize("name", ["max_num_batched_tokens", "tokenizer", "tokenizer_mode", "keyboard",
-                                  "patch_size", "enforce_eager", "path", "author", "max_model_len"])
+                                  "patch_size", "enforce_eager", "path", "author", "max_model_len", "PWD",
+                                  "OLDPWD"])
 def test_names_that_are_not_secret(name):
     assert not is_secret_name(name)
 

@@ -15,6 +15,8 @@ SECRET_WORDS = frozenset({
     "token", "secret", "password", "passwd", "pwd", "passphrase", "key", "apikey", "credential",
     "credentials", "pat", "auth", "authorization", "cookie", "signature", "sas", "privatekey",
 })
+NOT_SECRET = frozenset({"PWD", "OLDPWD"})
+"""The shell's working directories: "pwd" is a secret word (DB_PWD), these two are paths."""
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 _MIN_SECRET_LEN = 6
 """Shorter values are not scrubbed from free text (they would match everywhere)."""
@@ -22,6 +24,8 @@ _MIN_SECRET_LEN = 6
 
 def is_secret_name(name: str) -> bool:
     """True for names whose words include a secret word (see the module docstring)."""
+    if str(name) in NOT_SECRET:
+        return False
     words = [w.lower() for part in re.split(r"[_\-.\s]+", str(name)) for w in _WORD.findall(part)]
     return any(word in SECRET_WORDS for word in words)
 
