@@ -137,3 +137,36 @@ def test_two_searches_at_once_serve_on_different_ports(vllm_python, tiny_model, 
     assert ports_a and ports_b and not set(ports_a) & set(ports_b)
     for name in ("a", "b"):
         assert "max-model-len: 4992" in (tmp_path / name / "fit.yaml").read_text()
+
+
+def test_concurrency_2_at_40_blocks_holds_two_full_length_sequences_served_together(
+        vllm_python, tiny_model, real_env, tmp_path):
+    """39 usable blocks hold two sequences of 19 blocks: 2 x ceil((L - 1) / 128) <= 39 gives L = 2433."""
+    out, report_path = tmp_path / "fit.yaml", tmp_path / "report.json"
+    done = subprocess.run(tool(vllm_python, real_env, "search", "--model", tiny_model, "--engine-arg",
+                               "enforce_eager=true", "--kv-cache-memory", 40 * BLOCK_BYTES, "--granularity", 1,
+                               "--concurrency", 2, "--out", out, "--report", report_path),
+                          env=served_env(real_env), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(report_path.read_text())
+    fit = report["fit"]
+    assert fit["max_model_len"] == 2433 and report["proven"] is True
+    assert fit["concurrency"]["held_by_pool"] == 2 and fit["concurrency"]["peak_running"] == 2
+    assert fit["request"]["served_tokens"] == [2433, 2433] and fit["request"]["http"]["status_codes"] == [200, 200]
+    winner = next(t for t in report["trials"] if t["index"] == fit["trial"])
+    assert winner["max_len_hint"] == 2433  # vLLM's numbers: 2434 needs 2 x 20 blocks, 39 are usable
+    assert "max-num-seqs: 2" in out.read_text() and report["launches"] <= 2
+
+
+def test_concurrency_2_least_kv_for_2048_is_exact_to_the_block(vllm_python, tiny_model, real_env, tmp_path):
+    """Two sequences of 2048 need 2 x 16 blocks plus the null block: 33 blocks of 64 KiB."""
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(tool(vllm_python, real_env, "search", "--model", tiny_model, "--engine-arg",
+                               "enforce_eager=true", "--target-len", 2048, "--search", "kv-cache-memory",
+                               "--kv-granularity", "64KiB", "--concurrency", 2, "--report", report_path),
+                          env=real_env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(report_path.read_text())
+    assert report["fit"]["kv_cache_memory_bytes"] == 33 * BLOCK_BYTES and report["proven"] is True
+    assert report["fit"]["concurrency"]["held_by_pool"] == 2
+    assert report["fit"]["request"]["served_tokens"] == [2048, 2048]

@@ -39,7 +39,7 @@ def kv_model(prepared: Prepared) -> KvModel:
     return KvModel(bytes_per_token=prepared.model.kv_bytes_per_rank(request.tensor_parallel_size,
                                                                    request.engine_args),
                    total_bytes=prepared.devices.preflight.total_bytes, regime=prepared.regime,
-                   guess_block_size=prepared.guess_block_size)
+                   guess_block_size=prepared.guess_block_size, sequences=request.concurrency)
 
 
 def _kv_grid(prepared: Prepared, model: KvModel) -> Grid:
@@ -95,20 +95,22 @@ def search_summary(prepared: Prepared) -> Dict[str, Any]:
     return summary
 
 
-def trial_plan(prepared: Prepared, work_dir: Any, sequences: int = 1) -> TrialPlan:
+def trial_plan(prepared: Prepared, work_dir: Any) -> TrialPlan:
     """What every trial of this search shares."""
     request = prepared.request
     context = TrialContext(prepared.interpreter.vllm_version, prepared.guess_block_size,
                            plain_attention=prepared.model.kv_bytes_per_token is not None,
                            kv_bytes_fixed=request.kv_cache_memory is not None, cpu=prepared.regime.cpu,
-                           sliding_window=prepared.model.sliding_window)
+                           sliding_window=prepared.model.sliding_window, sequences=request.concurrency)
     base = {"model": request.model, "tensor_parallel_size": request.tensor_parallel_size, **request.engine_args}
+    if request.concurrency > 1:
+        base.setdefault("max_num_seqs", request.concurrency)  # what the delivered YAML promises
     sets_kv = request.kv_cache_memory is not None or prepared.objective is ObjectiveKind.LEAST_KV_MEMORY
     return TrialPlan(python=prepared.interpreter.python, base_kwargs=base, timeout_s=request.trial_timeout,
                      env=trial_environment(request.env, sets_kv_size=sets_kv), work_dir=work_dir, context=context,
                      devices=prepared.devices, retry=RetryPolicy(attempts=request.retries + 1,
                                                                  wait_s=request.retry_wait),
-                     sequences=sequences, baseline=prepared.devices.snapshot(), via=request.via)
+                     sequences=request.concurrency, baseline=prepared.devices.snapshot(), via=request.via)
 
 
 def run_search(prepared: Prepared, listener: Optional[Listener] = None, objective: Optional[Objective] = None,

@@ -44,6 +44,7 @@ def fit_summary(record: TrialRecord, total_bytes: Optional[int] = None) -> Dict[
         "kv_cache_blocks": facts.num_blocks,
         "block_size": facts.block_size,
         "max_concurrency": facts.max_concurrency,
+        "concurrency": record.concurrency,
         "headroom_bytes": headroom_bytes(record, total_bytes),
         "trial": record.index,
         "request": record.request,

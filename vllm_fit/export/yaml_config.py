@@ -65,6 +65,11 @@ def config_comments(report: Mapping[str, Any]) -> List[str]:
         "torch: %s" % env.get("torch_version"),
         "cuda: %s" % (env.get("cuda_version") or "none"),
     ]
+    held = fit.get("concurrency") or {}
+    if held:
+        lines.append("concurrency: %s full-length sequences at once (the pool holds %s; seen running together: %s)"
+                     % (held.get("requested"), held.get("held_by_pool"),
+                        "not measured offline" if held.get("peak_running") is None else held["peak_running"]))
     if fit.get("headroom_bytes") is not None:
         lines.append("headroom-bytes: %d" % fit["headroom_bytes"])
     for device in (env.get("preflight") or {}).get("devices") or []:

@@ -29,10 +29,14 @@ def pool_blocks(facts: CapacityFacts, regime: Regime, block_size: Optional[int])
 
 
 def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_attention: bool,
-                   window: Optional[int]) -> Optional[int]:
+                   window: Optional[int], sequences: int = 1) -> Optional[int]:
     """What a too-long error's numbers allow, in the version's rules."""
     if facts.estimated_max_len is not None:
         estimate = facts.estimated_max_len
+        if sequences > 1:  # the estimate's pool, shared by that many sequences
+            if not plain_attention:
+                return None
+            return regime.servable_len(regime.estimate_blocks(estimate, block_size), block_size, sequences=sequences)
         if regime.null_block_in_start_check or not regime.request_needs_null_block:
             return estimate  # the estimate serves as it is
         if plain_attention:  # 0.8-0.28: the estimate fills every block; one is the null block
@@ -42,19 +46,23 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
         regime = dataclasses.replace(regime, engine=Engine.V0)  # only V0 prints this error
         blocks = facts.num_blocks if facts.num_blocks else facts.error_capacity_tokens // block_size
         size = facts.error_capacity_tokens // blocks if blocks else block_size
-        return regime.servable_len(blocks, size, window)
+        return regime.servable_len(blocks, size, window, sequences)
     checked = facts.error_max_model_len
     needed, available = facts.needed_kv_gib, facts.error_available_kv_gib
     if checked and needed and available and available > PRINTED_GIB / GIB:
         # 0.7-0.9.0 print no estimate: scale the length by the printed sizes, pessimistically
         tokens = int(checked * (available - PRINTED_GIB / GIB) / (needed + PRINTED_GIB / GIB))
-        return regime.servable_len(tokens // block_size, block_size) if plain_attention else tokens
+        if plain_attention:
+            return regime.servable_len(tokens // block_size, block_size, sequences=sequences)
+        return tokens if sequences == 1 else None
     return None
 
 
 def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_size: int,
-                 plain_attention: bool = True, sliding_window: Optional[int] = None) -> Optional[int]:
-    """The longest max_model_len this trial's numbers say starts and serves, or None when they say nothing.
+                 plain_attention: bool = True, sliding_window: Optional[int] = None,
+                 sequences: int = 1) -> Optional[int]:
+    """The longest max_model_len this trial's numbers say starts and serves (`sequences` requests of
+    it at once), or None when they say nothing.
 
     A too-long error says it through its estimate; any start that sized its KV cache (a success,
     a request that hung or ran out of memory) through its pool and auto-fit length.
@@ -64,8 +72,10 @@ def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_s
     """
     size = facts.block_size or block_size
     if outcome is Outcome.KV_TOO_SMALL:
-        return _from_estimate(facts, regime, size, plain_attention, sliding_window)
+        return _from_estimate(facts, regime, size, plain_attention, sliding_window, sequences)
     blocks = pool_blocks(facts, regime, size)  # any start that sized its KV cache measured the pool
+    if sequences > 1:  # lengths from blocks only: auto-fit's length is for one sequence
+        return regime.servable_len(blocks, size, sliding_window, sequences) if plain_attention and blocks else None
     if facts.autofit_len is not None and facts.autofit_reduced:
         if regime.autofit_serves or not plain_attention:
             return facts.autofit_len

@@ -139,9 +139,11 @@ class Regime:
             return 64
         return 64 if mla and self.since(0, 8, 0) else 16
 
-    def servable_len(self, blocks: int, block_size: int, sliding_window: Optional[int] = None) -> int:
+    def servable_len(self, blocks: int, block_size: int, sliding_window: Optional[int] = None,
+                     sequences: int = 1) -> int:
         """The longest max_model_len whose start-up check passes with `blocks` KV blocks and whose
-        full-length request (L - 1 prompt tokens, 1 generated) is served.
+        full-length request (L - 1 prompt tokens, 1 generated) is served; with `sequences`, that
+        many such requests at once.
 
         sliding_window: V0 keeps at most this many tokens' blocks per sequence.
         """
@@ -152,18 +154,35 @@ class Regime:
         if not self.v1:
             prompt_limit = blocks - int(V0_WATERMARK * blocks)
             if window_blocks is not None and window_blocks <= prompt_limit:
-                return blocks * bs  # the window caps the prompt's blocks: the watermark never binds
-            return min(blocks * bs, prompt_limit * bs + 1)
-        if self.null_block_in_start_check:
-            return (blocks - 1) * bs
-        if self.request_needs_null_block:
-            return (blocks - 1) * bs + 1
-        return blocks * bs
+                single = blocks * bs  # the window caps the prompt's blocks: the watermark never binds
+            else:
+                single = min(blocks * bs, prompt_limit * bs + 1)
+        elif self.null_block_in_start_check:
+            single = (blocks - 1) * bs
+        elif self.request_needs_null_block:
+            single = (blocks - 1) * bs + 1
+        else:
+            single = blocks * bs
+        if sequences <= 1:
+            return single
+        return min(single, self.usable_blocks(blocks) // sequences * bs + 1)
 
-    def blocks_needed(self, length: int, block_size: int, sliding_window: Optional[int] = None) -> int:
+    def usable_blocks(self, blocks: int) -> int:
+        """The blocks requests can hold: less the null block (V1 0.8+), less the watermark (V0)."""
+        if not self.v1:
+            return blocks - int(V0_WATERMARK * blocks)
+        return blocks - 1 if self.request_needs_null_block else blocks
+
+    def sequences_held(self, blocks: int, block_size: int, length: int) -> int:
+        """How many full-length requests of `length` the pool holds at once (each needs the blocks of
+        its L - 1 prompt tokens; the generated token is never written)."""
+        return self.usable_blocks(blocks) // max(1, cdiv(length - 1, block_size))
+
+    def blocks_needed(self, length: int, block_size: int, sliding_window: Optional[int] = None,
+                      sequences: int = 1) -> int:
         """The fewest KV blocks with which `length` starts and serves (the inverse of servable_len)."""
-        blocks = max(1, cdiv(length, block_size))
-        while self.servable_len(blocks, block_size, sliding_window) < length:
+        blocks = max(1, cdiv(max(1, length - 1), block_size) * sequences)  # a lower bound in every regime
+        while self.servable_len(blocks, block_size, sliding_window, sequences) < length:
             blocks += 1
         return blocks
 

@@ -51,6 +51,7 @@ def prepare(request: SearchRequest) -> Prepared:
     """Check everything that can be checked without a launch."""
     notes: List[str] = []
     model = checks.check_model(request.model, request.env)
+    checks.check_concurrency(request)
     space = checks.length_space(request, model, notes)
     interpreter = inspect_interpreter(request.python)
     devices = Devices(request.env, request.tensor_parallel_size)

@@ -145,3 +145,12 @@ def guess_block_size(request: SearchRequest, regime: Regime) -> int:
     if isinstance(size, int) and not isinstance(size, bool) and size > 0:
         return size
     return regime.default_block_size()
+
+
+def check_concurrency(request: SearchRequest) -> None:
+    """--concurrency N needs vLLM to admit N sequences: an explicit max_num_seqs below N cannot."""
+    seqs = request.engine_args.get("max_num_seqs")
+    if request.concurrency > 1 and isinstance(seqs, int) and not isinstance(seqs, bool) and seqs < request.concurrency:
+        raise BadInput("--engine-arg max_num_seqs=%d is below --concurrency %d: vLLM would never run %d sequences"
+                       " at once; raise it or drop it (vllm-fit then sets max_num_seqs=%d)"
+                       % (seqs, request.concurrency, request.concurrency, request.concurrency))

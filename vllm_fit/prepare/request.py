@@ -147,6 +147,10 @@ class SearchRequest:
         "strategy", inputs.choice(Strategy), "predict: jump to what vLLM prints; bisect and doubling: the"
         " baselines.", fingerprint=True, default=Strategy.PREDICT, applies=LONGEST, metavar="NAME",
         choices=[s.value for s in Strategy], default_text=Strategy.PREDICT.value)
+    concurrency: int = option(
+        "concurrency", inputs.positive_int, "N full-length sequences must run at once (counted in vLLM's"
+        " blocks, null block included, and proven by N concurrent requests); the YAML sets max-num-seqs: N.",
+        fingerprint=True, default=1, metavar="N", default_text="1")
     via: Via = option(
         "via", inputs.choice(Via), "serve: every trial runs vLLM's OpenAI server on the YAML it would deliver"
         " and proves it over HTTP (the engine `vllm serve --config` starts); llm: vllm.LLM(...) in one process,"

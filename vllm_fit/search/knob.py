@@ -71,6 +71,8 @@ class KvModel:
     total_bytes: Optional[float]
     regime: Regime
     guess_block_size: int = 16
+    sequences: int = 1
+    """Full-length sequences the pool must hold at once (--concurrency)."""
 
     def block_size(self, history: Sequence[Observation]) -> int:
         sizes = [obs.block_size for obs in history if obs.block_size]
@@ -86,11 +88,11 @@ class KvModel:
         return None
 
     def need_bytes(self, length: int, history: Sequence[Observation]) -> Optional[float]:
-        """KV bytes one sequence of `length` needs, null block included."""
+        """KV bytes `sequences` sequences of `length` need at once, null block included."""
         page = self.page_bytes(history)
         if page is None:
             return None
-        return self.regime.blocks_needed(length, self.block_size(history)) * page
+        return self.regime.blocks_needed(length, self.block_size(history), sequences=self.sequences) * page
 
     def total(self, history: Sequence[Observation]) -> Optional[float]:
         if self.total_bytes:

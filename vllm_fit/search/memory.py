@@ -225,7 +225,8 @@ class LongestAtHighestUtilization(Objective):
             low = bounds[-1][0]
         space = self.strategy.space
         blocks = int((low + self.grid.value(level) * total) // page)
-        length = space.floor(self.model.regime.servable_len(blocks, self.model.block_size(history)))
+        length = space.floor(self.model.regime.servable_len(blocks, self.model.block_size(history),
+                                                            sequences=self.model.sequences))
         return length if space.lowest <= length < space.highest else None
 
     def fit(self, history: Sequence[Observation]) -> Optional[int]:

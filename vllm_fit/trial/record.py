@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..logs.capacity import max_len_hint
+from ..logs.capacity import max_len_hint, pool_blocks
 from ..logs.classify import classify
 from ..logs.regime import Engine, Regime
 from ..outcome import CapacityFacts, Classification, Outcome
@@ -32,6 +32,8 @@ class TrialContext:
     cpu: bool = False
     sliding_window: Optional[int] = None
     """V0 keeps at most this many tokens' blocks per sequence (sliding-window models)."""
+    sequences: int = 1
+    """Full-length requests that must run at once (--concurrency)."""
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,9 @@ class TrialRecord:
     """vLLM or the system called the failure non-deterministic (it may be retried)."""
     timeout_s: Optional[float] = None
     """The trial timeout it ran under (a timeout proves something only up to this)."""
-    http: Optional[Dict[str, Any]] = None
-    """For `vllm serve` trials: status codes, usage and metrics of the HTTP exchange."""
+    concurrency: Optional[Dict[str, Any]] = None
+    """With --concurrency N: the sequences the pool holds at once (vLLM's numbers), the requests
+    sent together and, served, the most seen running at once."""
     load_format: Optional[str] = None
     """"dummy" when the trial ran on dummy weights (exploration only)."""
 
@@ -120,7 +123,7 @@ class TrialRecord:
             "exit_code": self.exit_code,
             "versions": self.versions,
             "request": self.request,
-            "http": self.http,
+            "concurrency": self.concurrency,
             "retries": list(self.retries),
             "device": self.device,
             "transient": self.transient,
@@ -138,7 +141,8 @@ class TrialRecord:
                 detail=str(data["detail"]), duration_s=float(data["duration_s"]), length=data["max_model_len"],
                 hint=data["max_len_hint"], facts=CapacityFacts.from_dict(data["capacity"]),
                 evidence=tuple(data["evidence"]), phase=data.get("phase"), exit_code=data.get("exit_code"),
-                versions=dict(data.get("versions") or {}), request=data.get("request"), http=data.get("http"),
+                versions=dict(data.get("versions") or {}), request=data.get("request"),
+                concurrency=data.get("concurrency"),
                 log=str(data.get("log", "")), retries=tuple(data.get("retries") or ()),
                 device=dict(data.get("device") or {}), transient=bool(data.get("transient")),
                 timeout_s=data.get("timeout_s"), load_format=data.get("load_format"),
@@ -170,7 +174,33 @@ def hint_of(verdict: Classification, versions: Mapping[str, Any], context: Trial
     """The trial's hint in the rules of the version that ran it."""
     regime = regime_of(verdict.facts, versions, context)
     return max_len_hint(verdict.outcome, verdict.facts, regime, context.guess_block_size, context.plain_attention,
-                        context.sliding_window)
+                        context.sliding_window, context.sequences)
+
+
+def concurrency_verdict(verdict: Classification, length: Optional[int], result: Mapping[str, Any],
+                        versions: Mapping[str, Any], context: TrialContext) -> Tuple[Classification, Dict[str, Any]]:
+    """A served trial holds N sequences at once only when vLLM's numbers say its pool holds them
+    (all N finishing proves nothing alone: vLLM may run them one after the other)."""
+    facts, wanted = verdict.facts, context.sequences
+    request = result.get("request") or {}
+    regime = regime_of(facts, versions, context)
+    size = facts.block_size or context.guess_block_size
+    blocks = pool_blocks(facts, regime, size)
+    held = regime.sequences_held(blocks, size, length) if blocks and length and context.plain_attention else None
+    seen = request.get("peak_running")
+    found = {"requested": wanted, "sent": request.get("sequences"), "held_by_pool": held, "peak_running": seen,
+             "vllm_ratio": facts.max_concurrency}
+    if verdict.outcome is not Outcome.OK:
+        return verdict, found
+    if held is not None and held < wanted:
+        detail = "the KV pool (%d blocks of %d) holds %d full-length sequences of %d at once, not %d" % (
+            blocks or 0, size, held, length or 0, wanted)
+    elif held is None and (seen is None or seen < wanted):
+        detail = "no proof that %d sequences ran at once (block counts unknown%s)" % (
+            wanted, "" if seen is None else "; at most %d seen running" % seen)
+    else:
+        return verdict, found
+    return Classification(Outcome.REQUEST_FAILED, detail, facts, [*verdict.evidence, detail], verdict.phase), found
 
 
 def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, context: TrialContext,
@@ -178,16 +208,21 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
     """Classify a finished probe run and keep it as a record (the run's texts are already scrubbed)."""
     verdict = classify(run.log_text, run.result, timed_out=run.timed_out, exit_code=run.exit_code,
                        last_phase=run.probe_phase)
+    result = run.result or {}
+    versions = dict(result.get("versions") or {})
+    length = effective_length(llm_kwargs, verdict.facts, result)
+    concurrency = None
+    if context.sequences > 1:
+        verdict, concurrency = concurrency_verdict(verdict, length, result, versions, context)
     evidence = list(verdict.evidence)
     if run.survivors:
         evidence.append("processes still alive after cleanup: %s" % run.survivors)
-    result = run.result or {}
-    versions = dict(result.get("versions") or {})
     return TrialRecord(
         index=index, llm_kwargs=public_args(llm_kwargs), outcome=verdict.outcome, detail=verdict.detail,
-        duration_s=run.duration_s, length=effective_length(llm_kwargs, verdict.facts, result),
+        duration_s=run.duration_s, length=length,
         hint=hint_of(verdict, versions, context), facts=verdict.facts, evidence=tuple(evidence),
         phase=verdict.phase, exit_code=run.exit_code, versions=versions, request=result.get("request"),
         log=run.log_text, transient=verdict.transient, timeout_s=timeout_s,
         load_format=llm_kwargs.get("load_format") if isinstance(llm_kwargs.get("load_format"), str) else None,
+        concurrency=concurrency,
     )

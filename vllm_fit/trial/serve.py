@@ -34,6 +34,9 @@ FAILURE_GRACE_S = 10.0
 """After a fatal line in the server's log, how long it may take to exit by itself."""
 SAMPLE_EVERY_S = 0.02
 """How often `/metrics` is sampled while requests run (the peak of running requests)."""
+CONCURRENT_GENERATED = 16
+"""Tokens each of several concurrent requests generates (the prompt fills the rest of the length):
+the same KV need as one generated token, and a decode phase long enough to see them run together."""
 BIND_OVERRIDES = ("host", "port")
 """Serve keys that must not bind on the test host: replaced for the trial and reported."""
 
@@ -129,10 +132,9 @@ class _PeakSampler(threading.Thread):
             self.stop.wait(SAMPLE_EVERY_S)
 
 
-def _complete(client: httpx.Client, config: ServedConfig, length: int, sequence: int,
-              timeout_s: float) -> Dict[str, Any]:
-    """One full-length completion: `length - 1` prompt token ids and one generated token."""
-    generated = max(1, min(GENERATED_TOKENS, length // 2))
+def _complete(client: httpx.Client, config: ServedConfig, length: int, sequence: int, timeout_s: float,
+              generated: int) -> Dict[str, Any]:
+    """One full-length completion: `length - generated` prompt token ids, then `generated` tokens."""
     body = {"model": config.model_name, "prompt": prompt_ids(length - generated, sequence),
             "max_tokens": generated, "ignore_eos": True, "temperature": 0.0}
     try:
@@ -207,8 +209,10 @@ def _requests(client: httpx.Client, config: ServedConfig, length: int, sequences
     sampler = _PeakSampler(client)
     sampler.start()
     started = time.monotonic()
+    generated = max(1, min(GENERATED_TOKENS if sequences == 1 else CONCURRENT_GENERATED, length // 4))
     with ThreadPoolExecutor(max_workers=sequences) as pool:
-        answers = list(pool.map(lambda n: _complete(client, config, length, n, timeout_s), range(sequences)))
+        answers = list(pool.map(lambda n: _complete(client, config, length, n, timeout_s, generated),
+                                range(sequences)))
     sampler.stop.set()
     sampler.join(timeout=5.0)
     http["status_codes"] = [answer["status_code"] for answer in answers]
