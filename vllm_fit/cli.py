@@ -117,8 +117,8 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     finally:
         view.close()
     result = outcome.result
-    if outcome.cached:
-        for note in result.notes:
+    for note in result.notes:
+        if outcome.cached or note not in prepared.notes:  # the preparation's notes were shown above
             view.note(note)
     yaml_text = config_text(outcome.report)
     if out and yaml_text is not None:

@@ -16,7 +16,7 @@ from .diagnosis import diagnose
 from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
 from .prepare import Prepared
-from .prepare.request import OPTIONS, ObjectiveKind, Strategy
+from .prepare.request import OPTIONS, ExploreWeights, ObjectiveKind, Strategy
 from .redact import public_args
 from .report import build_report, environment
 from .search.base import LengthSpace
@@ -110,7 +110,30 @@ def trial_plan(prepared: Prepared, work_dir: Any) -> TrialPlan:
                      env=trial_environment(request.env, sets_kv_size=sets_kv), work_dir=work_dir, context=context,
                      devices=prepared.devices, retry=RetryPolicy(attempts=request.retries + 1,
                                                                  wait_s=request.retry_wait),
-                     sequences=request.concurrency, baseline=prepared.devices.snapshot(), via=request.via)
+                     sequences=request.concurrency, baseline=prepared.devices.snapshot(), via=request.via,
+                     explore_load_format=exploration_load_format(prepared))
+
+
+DUMMY_UNSAFE_ARGS = ("load_format", "quantization")
+"""Engine arguments after which dummy weights may not take the memory the real ones take."""
+DUMMY_PAYS_BYTES = 4 << 30
+"""--explore-weights auto: weights this large take long enough to read that skipping them pays for
+the one extra launch that verifies the fit with them."""
+
+
+def exploration_load_format(prepared: Prepared) -> Optional[str]:
+    """"dummy" where dummy weights take the memory the real ones take (a config.json that was read,
+    no quantization: bitsandbytes, GGUF and the other quantized formats may size dummy weights
+    differently; no explicit load format) and, for auto, where it pays; None otherwise."""
+    request, model = prepared.request, prepared.model
+    wanted = request.explore_weights
+    if wanted is ExploreWeights.REAL or model.config_sha256 is None or model.quantization is not None:
+        return None
+    if any(key in request.engine_args for key in DUMMY_UNSAFE_ARGS):
+        return None
+    if wanted is ExploreWeights.AUTO and (model.weights_bytes or 0) < DUMMY_PAYS_BYTES:
+        return None
+    return "dummy"
 
 
 def run_search(prepared: Prepared, listener: Optional[Listener] = None, objective: Optional[Objective] = None,

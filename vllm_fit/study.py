@@ -11,6 +11,7 @@ from enum import Enum
 from typing import Callable, List, Optional
 
 from .outcome import Outcome
+from .redact import is_secret_name, public_args
 from .search.objectives import Objective
 from .trial.listener import Listener
 from .trial.record import TrialRecord
@@ -100,8 +101,10 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
             break
         if candidate is None:
             break
-        index = len(records) + 1
-        record = launch(plan, index, plan.llm_kwargs(candidate.engine_args()), listener, run)
+        kwargs = plan.llm_kwargs(candidate.engine_args())
+        if plan.explore_load_format:
+            kwargs["load_format"] = plan.explore_load_format
+        record = launch(plan, len(records) + 1, kwargs, listener, run)
         launches += 1 + len(record.retries)
         records.append(record)
         on_record(record)
@@ -109,6 +112,26 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
     fit_index = objective.fit(history)
     best = records[fit_index] if fit_index is not None else None
     notes: List[str] = []
+    if best is not None and best.load_format is not None:
+        explored = best
+        kwargs = plan.llm_kwargs({})  # the real secret values, which records never keep
+        kwargs.update({key: value for key, value in explored.llm_kwargs.items()
+                       if key != "load_format" and not is_secret_name(key)})
+        wanted = public_args(kwargs)
+        done = next((r for r in records if r.load_format is None and r.llm_kwargs == wanted), None)
+        if done is None:  # not verified yet (a resumed search may have journaled it)
+            done = launch(plan, len(records) + 1, kwargs, listener, run)
+            launches += 1 + len(done.retries)
+            records.append(done)
+            on_record(done)
+        best = done
+        notes.append("trials %s explored on dummy weights (load_format=%s); trial %d verified the fit with the"
+                     " real weights" % (", ".join(str(r.index) for r in records if r.load_format),
+                                        explored.load_format, best.index))
+        if best.outcome is not Outcome.OK or best.length != explored.length:
+            detail = "the fit found on dummy weights (trial %d) did not serve with the real weights: %s: %s;" \
+                " rerun with --real-weights" % (explored.index, best.outcome.value, best.detail)
+            return StudyResult(records, None, StopReason.STOPPING_OUTCOME, detail, launches, notes)
     if not stop.proven:
         if best is not None:
             notes.append("best verified so far: trial %d (not proven the best)" % best.index)

@@ -33,6 +33,10 @@ class ModelInfo:
 
     dtype_bytes: Optional[int] = None
     """Bytes of one element in the model's dtype (the KV cache's, unless an engine argument says)."""
+    quantization: Optional[str] = None
+    """config.json's `quantization_config.quant_method` ("unknown" when it has no method)."""
+    weights_bytes: Optional[int] = None
+    """The weight files' size on disk (local models only)."""
 
     def kv_bytes_per_rank(self, tensor_parallel_size: int, engine_args: Optional[Dict[str, Any]] = None
                           ) -> Optional[int]:
@@ -169,7 +173,29 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         num_kv_heads=kv_heads if isinstance(kv_heads, int) and not isinstance(kv_heads, bool) else None,
         sliding_window=window,
         dtype_bytes=_DTYPE_BYTES.get(str(text.get("torch_dtype") or text.get("dtype") or "float16")),
+        quantization=_quantization(config) or _quantization(text),
+        weights_bytes=_weights_bytes(path),
     )
+
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
+
+
+def _weights_bytes(folder: Path) -> Optional[int]:
+    """The size of the weight files in a model folder."""
+    try:
+        return sum(f.stat().st_size for f in folder.iterdir() if f.suffix in WEIGHT_SUFFIXES and f.is_file())
+    except OSError:
+        return None
+
+
+def _quantization(config: Dict[str, Any]) -> Optional[str]:
+    """The quantization method config.json declares, if any."""
+    section = config.get("quantization_config")
+    if not section:
+        return None
+    method = section.get("quant_method") if isinstance(section, dict) else None
+    return str(method) if method else "unknown"
 
 
 def _no_constant(name: str) -> Any:

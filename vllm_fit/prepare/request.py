@@ -49,6 +49,14 @@ class Via(str, Enum):
     LLM = "llm"
 
 
+class ExploreWeights(str, Enum):
+    """Which weights exploring trials load; the fit is always verified with the real ones."""
+
+    AUTO = "auto"
+    DUMMY = "dummy"
+    REAL = "real"
+
+
 ALL = frozenset(ObjectiveKind)
 LONGEST = frozenset({ObjectiveKind.FIXED_MEMORY, ObjectiveKind.HIGHEST_UTILIZATION})
 LEAST = frozenset({ObjectiveKind.LEAST_UTILIZATION, ObjectiveKind.LEAST_KV_MEMORY})
@@ -175,6 +183,12 @@ class SearchRequest:
     retry_wait: float = option("retry_wait", inputs.backoff, "Backoff before the first relaunch; it doubles"
                                " after each.", fingerprint=False, default=5.0, metavar="SECONDS",
                                default_text="5")
+    explore_weights: ExploreWeights = option(
+        "explore_weights", inputs.choice(ExploreWeights), "dummy: trials load dummy weights (load_format=dummy:"
+        " the same memory, no disk read) and the fit is verified once with the real ones; real: every trial"
+        " reads them; auto: dummy when the weights on disk are 4 GiB or more. Never dummy for quantized models"
+        " or with an explicit load_format or quantization.", fingerprint=False, default=ExploreWeights.AUTO,
+        metavar="WHICH", choices=[w.value for w in ExploreWeights], default_text=ExploreWeights.AUTO.value)
     require_idle: bool = option("require_idle", inputs.flag, "Refuse to start (exit 3) when other processes"
                                 " hold memory on the device.", fingerprint=False, default=False, is_flag=True)
     work_dir: Optional[Path] = internal(fingerprint=False)

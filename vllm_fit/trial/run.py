@@ -41,6 +41,8 @@ class TrialPlan:
     baseline: List[DeviceState] = field(default_factory=list)
     """Device state before the first trial: what 'released' means."""
     via: Via = Via.LLM
+    explore_load_format: Optional[str] = None
+    """"dummy": exploring trials skip reading the weights; the fit is then verified with the real ones."""
     served_file: Optional[Path] = None
     """Serve this deployment file as it is (verify) instead of the candidate rendered as YAML."""
 
