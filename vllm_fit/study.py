@@ -112,7 +112,7 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
     fit_index = objective.fit(history)
     best = records[fit_index] if fit_index is not None else None
     notes: List[str] = []
-    if best is not None and best.load_format is not None:
+    if best is not None and plan.explore_load_format and best.load_format == plan.explore_load_format:
         explored = best
         kwargs = plan.llm_kwargs({})  # the real secret values, which records never keep
         kwargs.update({key: value for key, value in explored.llm_kwargs.items()
