@@ -130,6 +130,12 @@ SEARCH_VALUES = [
     Case("tp not dividing heads", search("--tensor-parallel-size", "3"), 2, "attention heads"),
     Case("tp zero", search("--tensor-parallel-size", "0"), 2, "at least 1"),
     Case("unknown strategy", search("--strategy", "guess"), 2, "guess"),
+    Case("unknown via", search("--via", "http"), 2, "http"),
+    Case("via from the environment unknown", search(), 2, "VLLM_FIT_VIA", env={"VLLM_FIT_VIA": "grpc"}),
+    Case("concurrency zero", search("--concurrency", "0"), 2, "at least 1"),
+    Case("concurrency above max_num_seqs", search("--concurrency", "4", "--engine-arg", "max_num_seqs=2"), 2,
+         "max_num_seqs"),
+    Case("unknown explore weights", search("--explore-weights", "fake"), 2, "fake"),
     Case("unknown knob", search("--target-len", "100", "--search", "magic"), 2, "magic"),
     Case("max utilization tiny", search("--max-utilization", "0.001"), 2, "1%"),
     Case("max utilization above one", search("--max-utilization", "1.5"), 2, "(0, 1]"),
@@ -279,6 +285,8 @@ BATCH = [
 
 VERIFY = [
     Case("verify missing config", ["verify", "{tmp}/none.yaml", "--python", "{python}"], 2, "none.yaml"),
+    Case("verify unknown via", ["verify", "{tmp}/c.yaml", "--python", "{python}", "--via", "rpc"], 2, "rpc",
+         serve_config("model: m\nmax-model-len: 8\n")),
     Case("verify not yaml", ["verify", "{tmp}/c.yaml", "--python", "{python}"], 2, "c.yaml",
          serve_config("model: [\n")),
     Case("verify a list", ["verify", "{tmp}/c.yaml", "--python", "{python}"], 2, "c.yaml",

@@ -152,18 +152,29 @@ def _llm_kwargs(spec: dict) -> dict:
     return kwargs
 
 
-def run(spec: dict) -> dict:
-    """Run one trial from its spec and return the result (also written to spec['result_path'])."""
+def _begin(spec: dict) -> dict:
+    """Watch the parent, import vLLM, and start the result: `start_failed` with the versions until
+    the trial proves more, or `import_failed` with the exception."""
     _watch_parent()
     result = {"status": "import_failed", "phase": "import", "llm_kwargs": spec["llm_kwargs"]}
     _mark("import")
     try:
-        from vllm import LLM
+        from vllm import LLM  # noqa: F401  (an import failure told apart from a start failure)
     except BaseException as exc:
         result["exception"] = _exception_info(exc)
         return result
     result["versions"] = _versions()
     result["status"], result["phase"] = "start_failed", "start"
+    return result
+
+
+def run(spec: dict) -> dict:
+    """Run one trial from its spec and return the result (also written to spec['result_path'])."""
+    result = _begin(spec)
+    if result["status"] == "import_failed":
+        return result
+    from vllm import LLM
+
     _mark("start")
     started = time.monotonic()
     try:
@@ -202,16 +213,9 @@ def serve(spec: dict) -> dict:
     port); secret arguments are appended from the environment, never written to disk."""
     import runpy
 
-    _watch_parent()
-    result = {"status": "import_failed", "phase": "import", "llm_kwargs": spec["llm_kwargs"]}
-    _mark("import")
-    try:
-        import vllm  # noqa: F401  (the versions, and an import failure told apart from a start failure)
-    except BaseException as exc:
-        result["exception"] = _exception_info(exc)
+    result = _begin(spec)
+    if result["status"] == "import_failed":
         return result
-    result["versions"] = _versions()
-    result["status"], result["phase"] = "start_failed", "start"
     secrets = json.loads(os.environ.pop(SECRET_ARGS_ENV, "") or "{}")
     argv = list(spec["server_args"])
     for key, value in secrets.items():
