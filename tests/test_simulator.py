@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from simulator.harness import prepare_world, run_tool, score, truth
+from simulator.harness import _fakeworld, prepare_world, run_tool, score, truth
 from simulator.worlds import Case, cases, question, world
 
 CASES = cases()
@@ -79,3 +79,78 @@ def test_a_full_context_fit_needs_no_diagnosis(tmp_path):
     case = next(c for c in CASES if c.name == "v1-0.10.1-h100-qwen")
     run_tool(case, tmp_path)
     assert "diagnosis" not in json.loads((tmp_path / "report.json").read_text())
+
+
+def _least_device(case: Case) -> int:
+    """The world's truth: the smallest device (total bytes, to 1 MiB) on which the question has a fit."""
+    low, high = case.world["gpu"]["total_bytes"], 1 << 42
+    while high - low > 1 << 20:
+        middle = (low + high) // 2
+        bigger = Case(case.name, dict(case.world, gpu=dict(case.world["gpu"], total_bytes=middle)), case.question,
+                      case.covers)
+        if truth(bigger)["fit"] is None:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+@pytest.mark.parametrize("name", ["class3-weights-too-big", "class3-min-len-too-long"])
+def test_nothing_fits_comes_with_the_missing_memory_in_numbers(name, tmp_path):
+    """Issue 11: weights that do not fit, a minimum length that does not fit: the missing GiB within 5%
+    of the world's truth (the device that would fit, less this one, at the cap), TP 2 and fp8 KV shown."""
+    case = next(c for c in CASES if c.name == name)
+    answer = run_tool(case, tmp_path)
+    assert answer.exit_code == 1 and answer.length is None
+    diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
+    missing = 0.95 * (_least_device(case) - case.world["gpu"]["total_bytes"])
+    assert abs(diagnosis["missing_bytes"] - missing) <= 0.05 * missing, (diagnosis["missing_bytes"], missing)
+    assert diagnosis["tensor_parallel"][0]["tensor_parallel_size"] == 2
+    assert "fp8_kv_tokens" in diagnosis
+    assert any("tensor parallelism 2" in line for line in diagnosis["lines"])
+    assert any("fp8" in line for line in diagnosis["lines"])
+
+
+def _longest(case: Case, utilization: float, **change) -> int:
+    """The world's longest serving length at this utilization with one change (bisection: it is monotone)."""
+    granularity, world_spec = case.question["granularity"], json.loads(json.dumps(case.world))
+    world_spec["adversarial"] = {}
+    low, high = 0, case.question["max_len"] // granularity
+    while low < high:
+        middle = (low + high + 1) // 2
+        if _fakeworld.works(world_spec, middle * granularity, gpu_memory_utilization=utilization, **change):
+            low = middle
+        else:
+            high = middle - 1
+    return low * granularity
+
+
+def test_explore_searches_fp8_kv_and_tensor_parallelism_each_verified(tmp_path):
+    """Issue 11: --explore on a short fit with 4 devices: fp8 KV, TP 2 and TP 4 at the fit's utilization,
+    each the world's truth and verified by a request, beside the fit (which stays the answer)."""
+    case = Case("explore-l4x4", dict(world("0.32.0", "L4", "llama-8b", count=4), name="explore-l4x4"),
+                question(131072), "--explore")
+    answer = run_tool(case, tmp_path, extra=["--explore"])
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert answer.exit_code == 0 and answer.length == truth(case)["fit"]["max_model_len"]
+    rows = {row["alternative"]: row for row in report["explore"]}
+    assert list(rows) == ["kv_cache_dtype=fp8", "tensor_parallel_size=2", "tensor_parallel_size=4"]
+    utilization = report["fit"]["gpu_memory_utilization"]
+    expected = {"kv_cache_dtype=fp8": _longest(case, utilization, kv_cache_dtype="fp8"),
+                "tensor_parallel_size=2": _longest(case, utilization, tensor_parallel_size=2),
+                "tensor_parallel_size=4": _longest(case, utilization, tensor_parallel_size=4)}
+    for name, row in rows.items():
+        assert row["verified"] and row["fit"]["max_model_len"] == expected[name], (name, row["fit"], expected)
+        assert row["fit"]["request"]["total_tokens"] == expected[name] and row["launches"] <= 3
+    assert rows["kv_cache_dtype=fp8"]["fit"]["engine_args"]["kv_cache_dtype"] == "fp8"
+    assert expected["kv_cache_dtype=fp8"] > answer.length
+
+
+def test_explore_reports_an_alternative_that_also_fails(tmp_path):
+    """Weights that do not fit: fp8 KV cannot help, and the alternative says so with its own trial."""
+    case = next(c for c in CASES if c.name == "class3-weights-too-big")
+    answer = run_tool(case, tmp_path, extra=["--explore"])
+    rows = json.loads((tmp_path / "report.json").read_text())["explore"]
+    assert answer.exit_code == 1
+    assert [row["alternative"] for row in rows] == ["kv_cache_dtype=fp8"]  # one device: no TP
+    assert rows[0]["verified"] is False and rows[0]["stop"] == "nothing_fits" and rows[0]["launches"] >= 1

@@ -126,6 +126,8 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     if report:
         write_text_atomic(report, report_text(outcome.report))
     view.summary(result, yaml_text, out)
+    if outcome.report.get("explore"):
+        view.alternatives(outcome.report)
     if outcome.environment_failed:
         view.note("environment problem: %s" % result.stop_detail)
         return _exit(ExitCode.ENVIRONMENT)

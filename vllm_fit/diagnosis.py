@@ -4,7 +4,9 @@ From the trials' own figures (KV bytes and tokens at a utilization, the device t
 and config.json: the KV memory missing at the cap for the wanted length, the device that would
 hold it, what tensor parallelism 2 and 4 and an fp8 KV cache would give, and who else holds memory.
 These are estimates on vLLM's accounting (the budget is utilization x total minus what is not KV);
-`--explore`-style launches to verify them are not made.
+When no trial measured a pool (the weights or the profile run did not fit), the weights' size (from
+the trials, the files or config.json) and the failed allocations bound what is missing from below.
+`--explore` (explore.py) launches the alternatives that can run here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,21 @@ GIB = float(1 << 30)
 
 def _gib(value: float) -> str:
     return "%.2f GiB" % (value / GIB)
+
+
+def _tokens(count: int) -> str:
+    return "%d token%s" % (count, "" if count == 1 else "s")
+
+
+def _full_context(out: Dict[str, Any], lines: List[str], model_max: Optional[int], not_kv: float,
+                  per_token: float, cap: float) -> None:
+    """The device that would hold the model's whole context, when the wanted length is shorter."""
+    if not model_max or model_max <= out["wanted_len"]:
+        return
+    device = (not_kv + model_max * per_token) / cap
+    out["full_context_device_bytes"] = round(device)
+    lines.append("the model's full context (%s) needs a device of %s at the cap %.2f"
+                 % (_tokens(model_max), _gib(device), cap))
 
 
 def _measured(report: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
@@ -42,16 +59,17 @@ def _measured(report: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
 
 def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: int, cap: Optional[float],
              total_bytes: Optional[float]) -> Optional[Dict[str, Any]]:
-    """The diagnosis, or None when the fit reaches the model's maximum or no trial measured a pool."""
+    """The diagnosis, or None when the fit reaches the wanted maximum or there is nothing to reckon with
+    (no pool measured and the weights' size, the KV cost or the device total unknown)."""
     fit, search = report.get("fit") or {}, report.get("search") or {}
     model_max = search.get("max_len") or model.derived_max_len
     wanted = model_max if fit else (search.get("min_len") or model_max)
     if not wanted or (fit and fit.get("max_model_len", 0) >= wanted):
         return None
     seen = _measured(report)
-    if seen is None:
-        return None
     args = search.get("engine_args") or {}
+    if seen is None:
+        return _without_pool(report, model, tensor_parallel_size, cap, total_bytes, int(wanted), args)
     per_token = float(model.kv_bytes_per_rank(tensor_parallel_size, args) or seen["kv"] / seen["tokens"])
     total = total_bytes or seen["total"] or None
     need = wanted * per_token
@@ -63,9 +81,10 @@ def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: 
         missing = max(0.0, need - at_cap)
         out.update(kv_bytes_at_cap=round(at_cap), missing_bytes=round(missing),
                    device_bytes_needed=round(total + missing / cap))
-        lines.append("%d tokens need %s of KV cache; at the cap %.2f there is %s: %s missing (a device of"
-                     " %s would hold it)" % (wanted, _gib(need), cap, _gib(at_cap), _gib(missing),
+        lines.append("%s need %s of KV cache; at the cap %.2f there is %s: %s missing (a device of"
+                     " %s would hold it)" % (_tokens(wanted), _gib(need), cap, _gib(at_cap), _gib(missing),
                                              _gib(total + missing / cap)))
+        _full_context(out, lines, model.derived_max_len, cap * total - at_cap, per_token, cap)
         out["tensor_parallel"] = _tensor_parallel(model, tensor_parallel_size, seen, at_cap, per_token, lines, args)
         if str(args.get("kv_cache_dtype") or "auto").startswith("fp8") or model.dtype_bytes == 1:
             return dict(out, foreign=_foreign(report, lines))
@@ -74,8 +93,51 @@ def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: 
         lines.append("an fp8 KV cache (--engine-arg kv_cache_dtype=fp8, where this vLLM and GPU support it) would"
                      " hold about %d tokens" % fp8)
     else:
-        lines.append("%d tokens need %s of KV cache; the largest pool measured held %d tokens (%s)"
-                     % (wanted, _gib(need), seen["tokens"], _gib(seen["kv"])))
+        lines.append("%s need %s of KV cache; the largest pool measured held %s (%s)"
+                     % (_tokens(wanted), _gib(need), _tokens(int(seen["tokens"])), _gib(seen["kv"])))
+    out["foreign"] = _foreign(report, lines)
+    return out
+
+
+def _without_pool(report: Mapping[str, Any], model: ModelInfo, tp: int, cap: Optional[float],
+                  total: Optional[float], wanted: int, args: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+    """No pool measured: what is not KV is at least the weights per device, and at least what the device
+    held when an allocation failed plus what that allocation lacked; the KV cache comes on top."""
+    trials = [trial.get("capacity") or {} for trial in report.get("trials") or []]
+    loaded = max((c["weights_gib"] * GIB for c in trials if c.get("weights_gib")), default=None)
+    on_disk = model.estimated_weights_bytes
+    weights = loaded or (on_disk / tp if on_disk else None)
+    per_token = model.kv_bytes_per_rank(tp, dict(args))
+    if weights is None or per_token is None or cap is None or not total:
+        return None
+    failed = [total - c["oom_free_bytes"] + c["oom_alloc_bytes"] for c in trials
+              if c.get("oom_alloc_bytes") is not None and c.get("oom_free_bytes") is not None]
+    not_kv = max([weights, *failed])
+    need = not_kv + wanted * per_token
+    missing = max(0.0, need - cap * total)
+    lines = ["%s need at least %s on the device (the weights %s%s, KV cache %s); at the cap %.2f the"
+             " budget is %s: at least %s missing (a device of %s would hold it)"
+             % (_tokens(wanted), _gib(need), _gib(weights), "" if loaded else " from %s" % (
+                 "the weight files" if model.weights_bytes else "config.json"), _gib(wanted * per_token), cap,
+                _gib(cap * total), _gib(missing), _gib(need / cap))]
+    out: Dict[str, Any] = {"wanted_len": wanted, "kv_bytes_per_token": per_token,
+                           "kv_bytes_needed": wanted * per_token, "weights_bytes": round(weights),
+                           "not_kv_bytes_at_least": round(not_kv), "kv_bytes_at_cap": 0,
+                           "missing_bytes": round(missing), "device_bytes_needed": round(need / cap),
+                           "lines": lines, "tensor_parallel": []}
+    _full_context(out, lines, model.derived_max_len, not_kv, per_token, cap)
+    for size in (2 * tp, 4 * tp):
+        if not model.num_attention_heads or model.num_attention_heads % size:
+            continue
+        per_device = not_kv - weights + weights * tp / size
+        then = model.kv_bytes_per_rank(size, dict(args)) or per_token
+        tokens = int(max(0.0, cap * total - per_device) / then)
+        out["tensor_parallel"].append({"tensor_parallel_size": size, "kv_tokens_per_device": tokens})
+        lines.append("tensor parallelism %d: the weights split to %s per device; %s" % (
+            size, _gib(weights * tp / size), "about %d tokens of KV cache" % tokens if tokens else
+            "still %s short per device" % _gib(per_device + wanted * then - cap * total)))
+    out["fp8_kv_tokens"] = 0
+    lines.append("an fp8 KV cache would not help: what does not fit is not the KV cache")
     out["foreign"] = _foreign(report, lines)
     return out
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from .diagnosis import diagnose
+from .explore import explore
 from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
 from .prepare import Prepared
@@ -150,11 +151,20 @@ def run_search(prepared: Prepared, listener: Optional[Listener] = None, objectiv
     inputs = fingerprint_inputs(prepared)
     key = fingerprint(inputs)
     with store.lock(key, listener.note) if store is not None else contextlib.nullcontext():
-        if store is not None and not force:
-            cached = store.cached(key, listener.note)
-            if cached is not None:
-                return SearchOutcome.from_cache(cached, key)
-        return _run_search(prepared, listener, objective, store, force, inputs, key, run)
+        cached = store.cached(key, listener.note) if store is not None and not force else None
+        if cached is not None:
+            outcome = SearchOutcome.from_cache(cached, key)
+        else:
+            outcome = _run_search(prepared, listener, objective, store, force, inputs, key, run)
+    if prepared.request.explore:
+        if outcome.report.get("diagnosis") is None:
+            listener.note("explore: nothing to explore (%s)" % (
+                "the fit reaches the maximum length" if outcome.report.get("fit") else "no diagnosis"))
+        else:  # each alternative is a search of its own, with its own fingerprint in the cache
+            outcome.report["explore"] = explore(
+                prepared, outcome.report, lambda other: run_search(other, listener, None, store, force, run).report,
+                listener.note)
+    return outcome
 
 
 def _run_search(prepared: Prepared, listener: Listener, objective: Optional[Objective], store: Optional[FitStore],

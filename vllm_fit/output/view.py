@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any, Mapping, Optional
 
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -128,6 +129,30 @@ class TerminalView(Listener):
             if self._live is not None:
                 self._live.stop()
                 self._live = None
+
+    def alternatives(self, report: Mapping[str, Any]) -> None:
+        """--explore: the fit and each alternative side by side, each with its own verified fit."""
+        table = Table(title="Alternatives (--explore)", title_justify="left", box=box.SIMPLE)
+        for column in ("change", "max len", "memory", "KV tokens", "verified", "launches"):
+            table.add_column(column, justify="left" if column in ("change", "verified") else "right",
+                             no_wrap=True)
+        searched = dict(alternative="as searched", fit=report.get("fit"), launches=report.get("launches"),
+                        stop=report.get("stop"), stop_reason=report.get("stop_reason"))
+        why = []
+        for row in [searched, *(report.get("explore") or [])]:
+            fit = row.get("fit")
+            if fit is None:
+                table.add_row(row["alternative"], "-", "-", "-", Text("no", style="red"),
+                              str(row.get("launches", 0)))
+                why.append("%s: %s: %s" % (row["alternative"], row.get("stop"), row.get("stop_reason")))
+                continue
+            memory = ("U=%.2f" % fit["gpu_memory_utilization"] if fit.get("gpu_memory_utilization") is not None
+                      else format_size(fit.get("kv_cache_memory_bytes") or 0))
+            table.add_row(row["alternative"], str(fit["max_model_len"]), memory, str(fit.get("kv_cache_tokens") or "?"),
+                          Text("trial %d" % fit["trial"], style="green"), str(row.get("launches", 0)))
+        self.out.print(table)
+        for line in why:
+            self.out.print(line, highlight=False, markup=False)
 
     def summary(self, result: StudyResult, yaml_text: Optional[str], out_path: Optional[str]) -> None:
         """The table of all trials, then the fit (or why there is none) and the config written."""

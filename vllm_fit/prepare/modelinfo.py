@@ -37,6 +37,14 @@ class ModelInfo:
     """config.json's `quantization_config.quant_method` ("unknown" when it has no method)."""
     weights_bytes: Optional[int] = None
     """The weight files' size on disk (local models only)."""
+    config_weights_bytes: Optional[int] = None
+    """The dense weights config.json implies (embeddings, attention, gated MLP, experts) in its dtype;
+    None for quantized or unusual configs. An estimate, for the diagnosis only."""
+
+    @property
+    def estimated_weights_bytes(self) -> Optional[int]:
+        """The weights' size: the files on disk where there are any, else config.json's estimate."""
+        return self.weights_bytes or self.config_weights_bytes
 
     def kv_bytes_per_rank(self, tensor_parallel_size: int, engine_args: Optional[Dict[str, Any]] = None
                           ) -> Optional[int]:
@@ -130,6 +138,28 @@ def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     return 2 * layers * kv_heads * head_dim * dtype
 
 
+def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
+    """Parameters x dtype bytes of a dense decoder with a gated MLP (Llama, Qwen, Mistral, Mixtral);
+    None when a number is missing or the weights are quantized."""
+    if config.get("quantization_config"):
+        return None
+    text = _text_config(config)
+    raw = [text.get(key) for key in ("num_hidden_layers", "num_attention_heads", "hidden_size",
+                                     "intermediate_size", "vocab_size")]
+    dtype = _DTYPE_BYTES.get(str(text.get("torch_dtype") or text.get("dtype") or "float16"))
+    numbers = [n for n in raw if isinstance(n, int) and not isinstance(n, bool) and n > 0]
+    if dtype is None or len(numbers) != len(raw):
+        return None
+    layers, heads, hidden, intermediate, vocab = numbers
+    kv_heads = text.get("num_key_value_heads") or heads
+    head_dim = text.get("head_dim") or hidden // heads
+    experts = text.get("num_local_experts") or text.get("num_experts") or 1
+    attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o, k and v
+    mlp = 3 * hidden * intermediate * experts
+    embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings") else 2)
+    return int((layers * (attention + mlp) + embeddings) * dtype)
+
+
 def hub_cache_dir(model: str, env: Optional[Dict[str, str]] = None) -> Optional[Path]:
     """The cached snapshot of a hub model (`org/name`) on this machine, if one was downloaded."""
     env = dict(os.environ if env is None else env)
@@ -175,6 +205,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         dtype_bytes=_DTYPE_BYTES.get(str(text.get("torch_dtype") or text.get("dtype") or "float16")),
         quantization=_quantization(config) or _quantization(text),
         weights_bytes=_weights_bytes(path),
+        config_weights_bytes=config_weights_bytes(config),
     )
 
 

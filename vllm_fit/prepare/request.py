@@ -189,6 +189,11 @@ class SearchRequest:
         " reads them; auto: dummy when the weights on disk are 4 GiB or more. Never dummy for quantized models"
         " or with an explicit load_format or quantization.", fingerprint=False, default=ExploreWeights.AUTO,
         metavar="WHICH", choices=[w.value for w in ExploreWeights], default_text=ExploreWeights.AUTO.value)
+    explore: bool = option(
+        "explore", inputs.flag, "When nothing fits or the fit is shorter than the maximum: also search an fp8"
+        " KV cache and tensor parallelism 2x/4x (where enough devices are visible), each verified by a real"
+        " request, and show them beside the fit (the YAML stays the fit's).", fingerprint=False, default=False,
+        is_flag=True)
     require_idle: bool = option("require_idle", inputs.flag, "Refuse to start (exit 3) when other processes"
                                 " hold memory on the device.", fingerprint=False, default=False, is_flag=True)
     work_dir: Optional[Path] = internal(fingerprint=False)
