@@ -73,6 +73,20 @@ def test_fp8_kv_takes_the_measured_page_size(vllm_python, tiny_model, real_env, 
         (t["engine_args"].get("kv_cache_memory_bytes"), t["outcome"]) for t in report["trials"]]
 
 
+def test_explore_verifies_an_fp8_kv_cache_beside_the_fit(vllm_python, tiny_model, real_env, tmp_path):
+    """Issue 11 --explore: the 40-block pool (bf16) holds 4992; the same bytes in fp8 are 80 blocks of
+    32 KiB, 79 x 128 = 10112 tokens, found and served for real while the fit stays 4992."""
+    done, report = search(vllm_python, tiny_model, real_env, tmp_path, "--kv-cache-memory", 40 * BLOCK_BYTES,
+                          "--granularity", 128, "--max-len", 16384, "--explore", "--no-cache")
+    assert done.returncode == 0, done.stderr
+    assert report["fit"]["max_model_len"] == 4992
+    [row] = report["explore"]
+    assert row["alternative"] == "kv_cache_dtype=fp8" and row["verified"] and row["proven"]
+    assert row["fit"]["max_model_len"] == 10112 and row["fit"]["kv_cache_blocks"] == 80
+    assert row["fit"]["request"]["total_tokens"] == 10112 and row["launches"] <= 2
+    assert "Alternatives (--explore)" in done.stdout and "kv_cache_dtype=fp8" in done.stdout
+
+
 def test_a_rerun_with_a_longer_timeout_relaunches_what_timed_out(vllm_python, tiny_model, real_env, tmp_path):
     """Issue 8 class 12: timeouts journaled under --trial-timeout 2 say nothing under a longer one."""
     args = ["--kv-cache-memory", 40 * BLOCK_BYTES, "--granularity", 128]

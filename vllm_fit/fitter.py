@@ -12,8 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
-from .diagnosis import diagnose
-from .explore import explore
+from .advice.diagnosis import diagnose
+from .advice.explore import explore
 from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
 from .prepare import Prepared

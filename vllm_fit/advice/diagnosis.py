@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
-from .prepare.modelinfo import ModelInfo
+from ..prepare.modelinfo import ModelInfo
 
 GIB = float(1 << 30)
 

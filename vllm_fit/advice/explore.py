@@ -13,9 +13,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional
 
-from .errors import BadInput
-from .prepare import Prepared, prepare
-from .prepare.request import ObjectiveKind
+from ..errors import BadInput
+from ..prepare import Prepared, prepare
+from ..prepare.request import ObjectiveKind
 
 
 @dataclass(frozen=True)
