@@ -85,6 +85,16 @@ def test_explore_verifies_an_fp8_kv_cache_beside_the_fit(vllm_python, tiny_model
     assert row["fit"]["max_model_len"] == 10112 and row["fit"]["kv_cache_blocks"] == 80
     assert row["fit"]["request"]["total_tokens"] == 10112 and row["launches"] <= 2
     assert "Alternatives (--explore)" in done.stdout and "kv_cache_dtype=fp8" in done.stdout
+    # the picture of this real report: the fit and the alternative, labelled
+    report_path = tmp_path / ("report-%s.json" % tiny_model.name)
+    for suffix, magic in ((".svg", b"<?xml"), (".png", b"\x89PNG")):
+        picture = tmp_path / ("capacity" + suffix)
+        drawn = subprocess.run([vllm_python, "-m", "vllm_fit", "plot", str(report_path), "--out", str(picture)],
+                               env=real_env, capture_output=True, text=True, timeout=120)
+        assert drawn.returncode == 0, drawn.stderr
+        assert picture.read_bytes().startswith(magic) and picture.stat().st_size > 10000
+    svg = (tmp_path / "capacity.svg").read_text()
+    assert "fit 4992 tokens" in svg and "explore: kv_cache_dtype=fp8, fit 10112" in svg
 
 
 def test_a_rerun_with_a_longer_timeout_relaunches_what_timed_out(vllm_python, tiny_model, real_env, tmp_path):

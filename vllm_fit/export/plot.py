@@ -6,6 +6,7 @@ an optional extra (`pip install vllm-fit[plot]`) imported only here and only whe
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Tuple
@@ -45,6 +46,27 @@ class PlotData:
     model_max: Optional[int] = None
     concurrency: List[Tuple[int, int]] = field(default_factory=list)
     """(sequences, tokens): the capacity n sequences of the fit's length need."""
+    fit_len: Optional[int] = None
+    alternatives: List[Tuple[str, float, float]] = field(default_factory=list)
+    """--explore's verified fits: (the change, x, KV tokens), on the same knob."""
+    unit: str = "GiB"
+    """The unit of x for KV sizes: MiB when every size is under 1 GiB."""
+
+    def xs(self) -> List[float]:
+        """Every x the picture shows."""
+        return [p.x for p in self.points] + ([self.fit[0]] if self.fit else []) + \
+            ([self.cap] if self.cap else []) + [a[1] for a in self.alternatives]
+
+
+def in_mib(data: PlotData) -> PlotData:
+    """KV sizes in MiB (x 1024) when they are all under 1 GiB: a readable axis for small pools."""
+    if data.knob != "kv_cache_memory_bytes" or not data.xs() or max(data.xs()) >= 1:
+        return data
+    return dataclasses.replace(
+        data, unit="MiB", points=[dataclasses.replace(p, x=p.x * 1024) for p in data.points],
+        line=(data.line[0] / 1024, data.line[1]) if data.line else None,
+        fit=(data.fit[0] * 1024, data.fit[1]) if data.fit else None,
+        alternatives=[(name, x * 1024, tokens) for name, x, tokens in data.alternatives])
 
 
 def _capacity(capacity: Mapping[str, Any]) -> Optional[float]:
@@ -80,19 +102,28 @@ def plot_data(report: Mapping[str, Any]) -> PlotData:
         y = capacity if capacity is not None else float(length)
         data.points.append(Point(x, y, str(trial.get("outcome")), capacity is not None, int(trial.get("index", 0))))
     data.line = _line(data, trials)
+    data.alternatives = [("%s, fit %s" % (row["alternative"], row["fit"]["max_model_len"]), *point)
+                         for row in report.get("explore") or []
+                         for point in [_fit_point(row.get("fit"), data.knob)] if point is not None]
     search = report.get("search") or {}
     data.cap = search.get("utilization_cap") if data.knob == "gpu_memory_utilization" else None
     data.model_max = search.get("model_derived_max_len")
     fit = report.get("fit")
-    if fit:
-        args = fit.get("engine_args") or {}
-        kv = args.get("kv_cache_memory_bytes")
-        x = kv / GIB if data.knob == "kv_cache_memory_bytes" and kv is not None else args.get("gpu_memory_utilization")
-        length = fit.get("max_model_len")
-        if x is not None and length:
-            data.fit = (float(x), float(fit.get("kv_cache_tokens") or length))
-            data.concurrency = [(n, n * int(length)) for n in (1, 2, 4, 8)]
+    point = _fit_point(fit, data.knob)
+    if fit and point is not None:
+        data.fit, data.fit_len = point, int(fit["max_model_len"])
+        data.concurrency = [(n, n * data.fit_len) for n in (1, 2, 4, 8)]
     return data
+
+
+def _fit_point(fit: Optional[Mapping[str, Any]], knob: str) -> Optional[Tuple[float, float]]:
+    """(x, KV tokens) of a fit on this knob; None without one."""
+    if not fit or not fit.get("max_model_len"):
+        return None
+    args = fit.get("engine_args") or {}
+    kv = args.get("kv_cache_memory_bytes")
+    x = kv / GIB if knob == "kv_cache_memory_bytes" and kv is not None else args.get("gpu_memory_utilization")
+    return None if x is None else (float(x), float(fit.get("kv_cache_tokens") or fit["max_model_len"]))
 
 
 def _line(data: PlotData, trials: List[Mapping[str, Any]]) -> Optional[Tuple[float, float]]:
@@ -127,7 +158,7 @@ def render(report: Mapping[str, Any], fmt: str = ".svg", title: Optional[str] = 
         from matplotlib import pyplot
     except ImportError:
         raise EnvironmentProblem("drawing needs matplotlib: pip install 'vllm-fit[plot]'") from None
-    data = plot_data(report)
+    data = in_mib(plot_data(report))
     figure, axes = pyplot.subplots(figsize=(8, 5))
     try:
         _draw(axes, data)
@@ -149,19 +180,24 @@ def _draw(axes: Any, data: PlotData) -> None:
         axes.scatter([point.x], [point.y], color=colour, marker="o" if point.measured else "x", s=40,
                      label=label, zorder=3)
         axes.annotate(str(point.index), (point.x, point.y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    xs = [p.x for p in data.points] + ([data.fit[0]] if data.fit else []) + ([data.cap] if data.cap else [])
+    xs = data.xs()
     if data.line and xs:
         low, high = min(xs), max(xs)
-        pad = (high - low) * 0.1 or 0.02
-        axes.plot([low - pad, high + pad], [data.line[0] * (low - pad) + data.line[1],
-                                            data.line[0] * (high + pad) + data.line[1]],
+        pad = (high - low) * 0.1 or high * 0.25 or 0.02
+        low = max(0.0, low - pad)  # no memory below zero
+        high += pad
+        axes.plot([low, high], [data.line[0] * low + data.line[1], data.line[0] * high + data.line[1]],
                   color="#1f77b4", linestyle="--", linewidth=1, label="capacity model")
     if data.cap is not None:
         axes.axvline(data.cap, color="#444444", linestyle=":", linewidth=1, label="cap %.2f" % data.cap)
     if data.fit:
         axes.scatter([data.fit[0]], [data.fit[1]], marker="*", s=220, color="gold", edgecolors="black",
-                     zorder=4, label="fit")
-    top = max([p.y for p in data.points] + ([data.fit[1]] if data.fit else []) + [1.0])
+                     zorder=4, label="fit %s tokens" % data.fit_len)
+    for name, x, tokens in data.alternatives:
+        axes.scatter([x], [tokens], marker="D", s=60, color="#9467bd", edgecolors="black", zorder=4)
+        axes.annotate("explore: %s" % name, (x, tokens), textcoords="offset points", xytext=(6, -10), fontsize=7)
+    top = max([p.y for p in data.points] + ([data.fit[1]] if data.fit else []) + [a[2] for a in data.alternatives]
+              + [1.0])
     if data.model_max and data.model_max <= top * 1.5:
         axes.axhline(data.model_max, color="#000000", linewidth=0.8, label="model maximum %d" % data.model_max)
     for n, tokens in data.concurrency[1:]:
@@ -169,7 +205,8 @@ def _draw(axes: Any, data: PlotData) -> None:
             axes.axhline(tokens, color="#aaaaaa", linewidth=0.6, linestyle="-.")
             axes.annotate("%d x fit length" % n, (axes.get_xlim()[0], tokens), fontsize=7, color="#666666")
     axes.set_xlabel("gpu_memory_utilization" if data.knob == "gpu_memory_utilization"
-                    else "kv_cache_memory_bytes (GiB)")
+                    else "kv_cache_memory_bytes (%s)" % data.unit)
     axes.set_ylabel("KV capacity (tokens); x: the length a failed trial asked for")
+    axes.set_ylim(bottom=0)
     axes.grid(True, alpha=0.3)
     axes.legend(fontsize=7, loc="best")
