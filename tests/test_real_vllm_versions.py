@@ -95,7 +95,7 @@ def whole_gib_search(vllm_python, model, env, tmp_path, *args):
     report_path = tmp_path / "report.json"
     done = subprocess.run(
         [vllm_python, "-m", "vllm_fit", "search", "--model", str(model), "--engine-arg", "enforce_eager=true",
-         "--engine-arg", "load_format=dummy", "--granularity", "1", "--trial-timeout", "300",
+         "--engine-arg", "load_format=dummy", "--granularity", "1", "--trial-timeout", "150",
          "--report", str(report_path), *args], env=env, capture_output=True, text=True, timeout=1200)
     return done, (json.loads(report_path.read_text()) if report_path.exists() else None)
 
@@ -120,6 +120,10 @@ def test_before_0_20_the_pool_is_whole_gib_from_the_environment(version, engine,
     assert report["fit"]["request"]["total_tokens"] == report["fit"]["max_model_len"]
     assert report["fit"]["kv_cache_tokens"] == 1024 and report["proven"] is True
     assert report["launches"] <= 3
+    first = report["trials"][0]  # the model's maximum: on V0 the seed's own error text, with its capacity
+    assert first["outcome"] == "kv_too_small" and first["engine_args"]["max_model_len"] == 32768
+    if v0:
+        assert "stores 1024 tokens" in first["detail"], first["detail"]
 
 
 def test_before_0_20_kv_bytes_are_refused_with_the_knob_that_works(version, vllm_python, large_kv_model, real_env,

@@ -40,7 +40,8 @@ def fit_summary(record: TrialRecord, total_bytes: Optional[int] = None) -> Dict[
         "gpu_memory_utilization": utilization,
         "kv_cache_memory_bytes": kwargs.get("kv_cache_memory_bytes"),
         "tensor_parallel_size": kwargs.get("tensor_parallel_size", 1),
-        "kv_cache_tokens": facts.kv_cache_tokens,
+        "kv_cache_tokens": facts.kv_cache_tokens or (facts.num_blocks * facts.block_size
+                                                     if facts.num_blocks and facts.block_size else None),
         "kv_cache_blocks": facts.num_blocks,
         "block_size": facts.block_size,
         "max_concurrency": facts.max_concurrency,
