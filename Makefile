@@ -25,7 +25,7 @@ test-fast: setup
 	$(PY) -m pytest -m "not vllm"
 
 ## test-versions: the real-vLLM version tests in one environment per VERSIONS (scripts/vllm_envs.py,
-## under .cache/vllm-envs/, reused once made). CI runs 0.28.0 besides the main 0.32.0.
+## under .cache/vllm-envs/, reused once made). CI runs 0.28.0 and 0.9.2 besides the main 0.32.0.
 VERSIONS ?= 0.20.2 0.28.0
 test-versions: setup model
 	$(PY) scripts/vllm_envs.py $(VERSIONS) --test

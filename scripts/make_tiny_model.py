@@ -54,6 +54,7 @@ def portable(out_dir: Path) -> None:
 def make_tiny_model(out_dir: Path) -> Path:
     """Write the model to out_dir unless a finished one is already there; return out_dir."""
     if (out_dir / _MARKER).exists():
+        portable(out_dir)  # a model made before the tokenizer class was portable
         return out_dir
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
