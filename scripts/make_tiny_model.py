@@ -47,8 +47,12 @@ def portable(out_dir: Path) -> None:
     4.x, used by vLLM before 0.20, cannot load)."""
     path = out_dir / "tokenizer_config.json"
     config = json.loads(path.read_text())
+    if config.get("tokenizer_class") == "PreTrainedTokenizerFast":
+        return  # already portable: never rewrite a file that a running test may be reading
     config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    path.write_text(json.dumps(config, indent=2) + "\n")
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(config, indent=2) + "\n")
+    tmp.replace(path)
 
 
 def make_tiny_model(out_dir: Path) -> Path:

@@ -34,9 +34,10 @@ FAILURE_GRACE_S = 10.0
 """After a fatal line in the server's log, how long it may take to exit by itself."""
 SAMPLE_EVERY_S = 0.02
 """How often `/metrics` is sampled while requests run (the peak of running requests)."""
-CONCURRENT_GENERATED = 16
+CONCURRENT_GENERATED = 64
 """Tokens each of several concurrent requests generates (the prompt fills the rest of the length):
-the same KV need as one generated token, and a decode phase long enough to see them run together."""
+the same KV need as one generated token, and a decode phase long enough for the `/metrics` sampler
+to see them run together on a busy machine (16 was missed there once)."""
 BIND_OVERRIDES = ("host", "port")
 """Serve keys that must not bind on the test host: replaced for the trial and reported."""
 
