@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 
 from vllm_fit.logs.regime import Regime
 from vllm_fit.search.base import LengthSpace
+from vllm_fit.search.highest import LongestAtHighestUtilization
 from vllm_fit.search.knob import Grid, KvModel, utilization_grid
 from vllm_fit.search.length import Predict
-from vllm_fit.search.memory import LeastMemoryForLength, LongestAtHighestUtilization
+from vllm_fit.search.memory import LeastMemoryForLength
 
 GIB = fakegpu.GIB
 

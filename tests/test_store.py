@@ -108,10 +108,32 @@ def test_modelinfo_reads_lengths_windows_and_kv_cost():
     yarn = dict(llama, max_position_embeddings=32768,
                 rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768})
     assert derived_max_len(yarn) == 131072
+    assert derived_max_len(yarn, (0, 29, 0)) == 131072 and derived_max_len(yarn, (0, 30, 0)) == 32768  # vLLM #56446
     assert sliding_window(dict(llama, sliding_window=4096)) == 4096
     assert sliding_window(dict(llama, sliding_window=131072, use_sliding_window=False)) is None
+    # a model-wide window keeps full attention's pages; blocks map to lengths on V0 only
+    assert kv_bytes_per_token(dict(llama, sliding_window=4096)) == kv_bytes_per_token(llama)
+    assert kv_bytes_per_token(dict(llama, layer_types=["sliding_attention", "full_attention"])) is None
+    windowed = ModelInfo(None, 131072, 32, kv_bytes_per_token(llama), None, sliding_window=4096)
+    assert windowed.plain_attention(v1=False) and not windowed.plain_attention(v1=True)
+    assert ModelInfo(None, 131072, 32, None, None).plain_attention(v1=False) is False
     info = ModelInfo(None, 131072, 32, kv_bytes_per_token(llama), None, num_kv_heads=8, dtype_bytes=2)
     assert info.kv_bytes_per_rank(2) == info.kv_bytes_per_token // 2
     assert info.kv_bytes_per_rank(16) == info.kv_bytes_per_token // 8  # fewer KV heads than ranks: replicated
     assert info.kv_bytes_per_rank(1, {"kv_cache_dtype": "fp8"}) == info.kv_bytes_per_token // 2
     assert info.kv_bytes_per_rank(1, {"kv_cache_dtype": "int3-mystery"}) is None
+
+
+def test_the_models_maximum_follows_the_installed_vllm(tmp_path):
+    """A YaRN x4 model over 32768 positions: 131072 up to vLLM 0.29, 32768 from 0.30 (and for an
+    unknown version, which counts as current)."""
+    from vllm_fit.prepare.modelinfo import read_model_info
+
+    (tmp_path / "config.json").write_text(json.dumps({
+        "num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256, "max_position_embeddings": 32768,
+        "torch_dtype": "bfloat16", "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                    "original_max_position_embeddings": 32768}}))
+    info = read_model_info(str(tmp_path))
+    assert info.for_version((0, 28, 0)).derived_max_len == 131072
+    assert info.for_version((0, 32, 0)).derived_max_len == 32768
+    assert info.for_version(None).derived_max_len == 32768

@@ -21,9 +21,10 @@ from .prepare.request import OPTIONS, ExploreWeights, ObjectiveKind, Strategy
 from .redact import public_args
 from .report import build_report, environment
 from .search.base import LengthSpace
+from .search.highest import LongestAtHighestUtilization
 from .search.knob import Grid, KvModel, utilization_grid
 from .search.length import Bisect, Doubling, LengthStrategy, Predict
-from .search.memory import LeastMemoryForLength, LongestAtHighestUtilization
+from .search.memory import LeastMemoryForLength
 from .search.objectives import LongestAtFixedMemory, Objective
 from .store import FitStore
 from .study import StopReason, StudyResult, run_study
@@ -40,7 +41,9 @@ def kv_model(prepared: Prepared) -> KvModel:
     return KvModel(bytes_per_token=prepared.model.kv_bytes_per_rank(request.tensor_parallel_size,
                                                                    request.engine_args),
                    total_bytes=prepared.devices.preflight.total_bytes, regime=prepared.regime,
-                   guess_block_size=prepared.guess_block_size, sequences=request.concurrency)
+                   guess_block_size=prepared.guess_block_size, sequences=request.concurrency,
+                   sliding_window=prepared.model.sliding_window,
+                   plain=prepared.model.plain_attention(prepared.regime.v1))
 
 
 def _kv_grid(prepared: Prepared, model: KvModel) -> Grid:
@@ -100,7 +103,7 @@ def trial_plan(prepared: Prepared, work_dir: Any) -> TrialPlan:
     """What every trial of this search shares."""
     request = prepared.request
     context = TrialContext(prepared.interpreter.vllm_version, prepared.guess_block_size,
-                           plain_attention=prepared.model.kv_bytes_per_token is not None,
+                           plain_attention=prepared.model.plain_attention(prepared.regime.v1),
                            kv_bytes_fixed=request.kv_cache_memory is not None, cpu=prepared.regime.cpu,
                            sliding_window=prepared.model.sliding_window, sequences=request.concurrency)
     base = {"model": request.model, "tensor_parallel_size": request.tensor_parallel_size, **request.engine_args}
@@ -229,7 +232,8 @@ class SearchOutcome:
 
     @property
     def environment_failed(self) -> bool:
-        """True when a trial showed that the environment, not the config, is the problem."""
+        """True when a trial showed that the environment, not the config, is the problem (a fixed
+        memory setting that the device's free memory cannot hold is a proof that nothing fits)."""
         last = self.result.records[-1] if self.result.records else None
-        return last is not None and self.result.fit is None and last.outcome.value in (
-            "environment", "free_memory_short")
+        return last is not None and self.result.fit is None and self.result.stop is StopReason.STOPPING_OUTCOME \
+            and last.outcome.value in ("environment", "free_memory_short")

@@ -175,6 +175,32 @@ def cases() -> List[Case]:
     add("tp4-0.20-a100x4-70b", world("0.20.0", "A100-40", "llama-70b", count=4),
         question(131072, tensor_parallel_size=4), "tensor parallelism 4 on a 70B model", "tp")
 
+    # --- found by the random worlds (random_worlds.py), kept as named ones
+    add("v0-0.5.5-a10g-foreign-request-oom", world("0.5.5", "A10G", "mistral-7b", foreign_gib=2.45, memory={
+        "cuda_context_bytes": 489 * MIB, "non_torch_bytes": 724 * MIB, "activation_peak_bytes": 2831 * MIB,
+        "cudagraph_bytes": 652 * MIB, "runtime_headroom_bytes": 227 * MIB}),
+        question(32768, granularity=1, min_len=1024),
+        "V0 budgets its own memory only: above the free memory the request runs out, and the OOM numbers"
+        " name one small allocation (a walk of 0.01 steps from 0.95)", "v0", "foreign", "oom")
+    add("v1-0.32-l4-yarn-request-oom", world("0.32.0", "L4", "qwen-7b-yarn", memory={
+        "cuda_context_bytes": 331 * MIB, "non_torch_bytes": 857 * MIB, "activation_peak_bytes": 1961 * MIB,
+        "cudagraph_bytes": 938 * MIB, "runtime_headroom_bytes": 1689 * MIB}), question(131072, granularity=128),
+        "0.30+ no longer multiplies YaRN: the model's maximum is 32768; a too-long verdict at one level holds at"
+        " every level", "v1", "rope", "oom")
+    add("v0-0.6.4-l4-window-target", world("0.6.4.post1", "L4", "mistral-7b", memory={
+        "cuda_context_bytes": 371 * MIB, "non_torch_bytes": 894 * MIB, "activation_peak_bytes": 3038 * MIB,
+        "cudagraph_bytes": 1351 * MIB}), question(32768, granularity=128, min_len=1024, target_len=16384),
+        "--target-len with a sliding window on V0: the page size still follows config.json", "v0", "target")
+    add("class3-min-len-after-request-oom-0.17", world("0.17.1", "L4", "llama-8b", foreign_gib=3.47, memory={
+        "cuda_context_bytes": 588 * MIB, "non_torch_bytes": 238 * MIB, "activation_peak_bytes": 1900 * MIB,
+        "cudagraph_bytes": 879 * MIB}), question(65536, granularity=1024, min_len=4096),
+        "class 3: where the request serves, the pool is too small for --min-len: nothing fits", "nothing")
+    add("class3-fixed-util-foreign-0.11", world("0.11.0", "A100-40", "llama-8b", foreign_gib=2.8),
+        question(32768, gpu_memory_utilization=0.92),
+        "class 3: a fixed utilization above the free memory: vLLM refuses at any length", "nothing", "foreign")
+    add("class3-kv-bytes-too-big-0.31", world("0.31.0", "A10G", "qwen-7b"), question(32768, kv_cache_memory=9 * GIB),
+        "class 3: a fixed KV size that does not fit beside the weights: out of memory at any length", "nothing")
+
     # --- other objectives
     add("fixed-util-0.32", world("0.32.0", "L4", "llama-8b"), question(131072, gpu_memory_utilization=0.9),
         "memory knob fixed: utilization", "fixed")

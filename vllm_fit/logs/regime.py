@@ -93,6 +93,12 @@ class Regime:
         return (0, 6, 4) <= self.version < (0, 6, 5)
 
     @property
+    def foreign_memory_outside_budget(self) -> bool:
+        """Other processes' memory is not in total x utilization, so a budget above the free memory
+        fails (at the free-memory check, or by running out of memory); not 0.34's extensible cache."""
+        return not (self.cpu or self.extensible_kv or self.foreign_memory_in_budget)
+
+    @property
     def null_block_in_start_check(self) -> bool:
         """From 0.29 the start-up check (and vLLM's estimate and auto-fit) count the reserved null block."""
         return self.v1 and self.since(0, 29, 0)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import List, Optional
 
 from ..gpu import Devices
-from ..logs.regime import Regime
+from ..logs.regime import Regime, version_tuple
 from ..search.base import LengthSpace
 from . import checks
 from .envcheck import Interpreter, inspect_interpreter
@@ -52,8 +52,9 @@ def prepare(request: SearchRequest) -> Prepared:
     notes: List[str] = []
     model = checks.check_model(request.model, request.env)
     checks.check_concurrency(request)
-    space = checks.length_space(request, model, notes)
     interpreter = inspect_interpreter(request.python)
+    model = model.for_version(version_tuple(interpreter.vllm_version))
+    space = checks.length_space(request, model, notes)
     devices = Devices(request.env, request.tensor_parallel_size)
     checks.check_tensor_parallel(request, model, devices)
     checks.check_devices(request, devices, notes)

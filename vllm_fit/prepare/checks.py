@@ -123,15 +123,17 @@ def is_cpu_backend(interpreter: Interpreter) -> bool:
 
 
 def utilization_cap(request: SearchRequest, devices: Devices, regime: Regime, notes: List[str]) -> float:
-    """--max-utilization, lowered to what is free only where vLLM itself checks free memory.
+    """--max-utilization, lowered to what is free where a budget above it cannot serve.
 
-    V1 from 0.9.1 refuses a start whose budget exceeds the free memory; V0 and V1 before 0.9.1 do
-    not check it (V1 0.6.5-0.9.0 and V0 0.6.4 even count other processes' memory inside the budget),
-    so there the cap stays --max-utilization (vllm-strings.md section 4).
+    V1 from 0.9.1 refuses a start whose budget exceeds the free memory. V0 (but 0.6.4) budgets its
+    own memory only, so above the free memory its KV cache or its first request runs out of memory.
+    V1 0.6.5-0.9.0 and V0 0.6.4 count other processes' memory inside the budget, and 0.34's
+    extensible cache sizes itself to what is free: there the cap stays --max-utilization
+    (vllm-strings.md section 4).
     """
     cap = request.max_utilization
     free_cap = devices.preflight.utilization_cap()
-    if free_cap is not None and free_cap < cap and regime.free_memory_check:
+    if free_cap is not None and free_cap < cap and regime.foreign_memory_outside_budget:
         notes.append("utilization capped at %.2f: that is what is free on the device" % free_cap)
         cap = free_cap
     if cap < 0.01:

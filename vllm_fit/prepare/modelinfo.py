@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from ..errors import BadInput
 
@@ -37,9 +38,23 @@ class ModelInfo:
     """config.json's `quantization_config.quant_method` ("unknown" when it has no method)."""
     weights_bytes: Optional[int] = None
     """The weight files' size on disk (local models only)."""
+    unscaled_max_len: Optional[int] = None
+    """The maximum vLLM 0.30+ derives where it differs (a YaRN model: the factor not applied)."""
     config_weights_bytes: Optional[int] = None
     """The dense weights config.json implies (embeddings, attention, gated MLP, experts) in its dtype;
     None for quantized or unusual configs. An estimate, for the diagnosis only."""
+
+    def for_version(self, version: Optional[Tuple[int, ...]]) -> ModelInfo:
+        """These facts as the installed vLLM derives them (an unknown version counts as current)."""
+        if self.unscaled_max_len is None or (version is not None and version < YARN_UNSCALED_SINCE):
+            return self
+        return dataclasses.replace(self, derived_max_len=self.unscaled_max_len, unscaled_max_len=None)
+
+    def plain_attention(self, v1: bool) -> bool:
+        """Whether block counts translate into lengths: full attention with a known page, or a sliding
+        window on V0 (its start check counts every token; its block manager caps a prompt at the window).
+        V1 checks and serves a sliding window in its own way, so there only vLLM's estimates count."""
+        return self.kv_bytes_per_token is not None and (self.sliding_window is None or not v1)
 
     @property
     def estimated_weights_bytes(self) -> Optional[int]:
@@ -87,8 +102,14 @@ def _text_config(config: Dict[str, Any]) -> Dict[str, Any]:
     return text if isinstance(text, dict) else config
 
 
-def derived_max_len(config: Dict[str, Any]) -> Optional[int]:
-    """The model's maximum length as vLLM derives it (minimum of the length keys, RoPE scaling)."""
+YARN_KINDS = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
+"""RoPE scalings whose factor vLLM stopped applying to the derived maximum in 0.30 (vLLM #56446)."""
+YARN_UNSCALED_SINCE = (0, 30)
+
+
+def derived_max_len(config: Dict[str, Any], version: Optional[Tuple[int, ...]] = None) -> Optional[int]:
+    """The model's maximum length as vLLM `version` derives it (minimum of the length keys, RoPE
+    scaling; from 0.30 a YaRN factor no longer multiplies it). No version: the rule before 0.30."""
     config = _text_config(config)
     values = [_number(config, key) for key in _MAX_LEN_KEYS if key in config and config[key] is not None]
     if not values:
@@ -97,7 +118,8 @@ def derived_max_len(config: Dict[str, Any]) -> Optional[int]:
     scaling = config.get("rope_scaling") or config.get("rope_parameters")
     if isinstance(scaling, dict) and "factor" in scaling:
         rope_type = scaling.get("rope_type", scaling.get("type"))
-        if rope_type not in ("su", "longrope", "llama3", "default", "mrope"):
+        unscaled = version is not None and version >= YARN_UNSCALED_SINCE and rope_type in YARN_KINDS
+        if rope_type not in ("su", "longrope", "llama3", "default", "mrope") and not unscaled:
             if rope_type == "yarn" and "original_max_position_embeddings" in scaling:
                 derived = _number(scaling, "original_max_position_embeddings", "rope_scaling.")
             derived *= _number(scaling, "factor", "rope_scaling.")
@@ -123,9 +145,11 @@ def sliding_window(config: Dict[str, Any]) -> Optional[int]:
 
 
 def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
-    """KV cache bytes per token for plain full attention; None for layouts it cannot know (MLA ...)."""
+    """KV cache bytes per token where every layer's cache has one shape (a model-wide sliding window
+    included: its pages are full attention's, only fewer of them are needed); None for layouts it
+    cannot know (MLA, per-layer attention types)."""
     config = _text_config(config)
-    if config.get("kv_lora_rank") or config.get("layer_types") or sliding_window(config):
+    if config.get("kv_lora_rank") or config.get("layer_types"):
         return None
     layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
     kv_heads = config.get("num_key_value_heads", heads)
@@ -188,6 +212,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
             raise ValueError("it is not a JSON object")
         text = _text_config(config)
         derived = derived_max_len(config)
+        current = derived_max_len(config, YARN_UNSCALED_SINCE)
         kv_per_token = kv_bytes_per_token(config)
         window = sliding_window(config)
     except (UnicodeDecodeError, ValueError, TypeError, ZeroDivisionError) as exc:
@@ -206,6 +231,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         quantization=_quantization(config) or _quantization(text),
         weights_bytes=_weights_bytes(path),
         config_weights_bytes=config_weights_bytes(config),
+        unscaled_max_len=current if current != derived else None,
     )
 
 

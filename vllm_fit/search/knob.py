@@ -53,6 +53,25 @@ def too_high(obs: Observation) -> bool:
         obs.outcome is Outcome.OOM and (obs.oom_stage is None or obs.oom_stage in LEVEL_OOM))
 
 
+def squeezed_between(grid: Grid, history: Sequence[Observation], lowest_possible: Optional[int],
+                     what: str) -> Optional[str]:
+    """Why nothing fits when the knob is squeezed: too high from some value up, too small from
+    some value down (None when the trials do not show both)."""
+    levels = {grid.index(obs.memory) for obs in history if obs.memory is not None}
+    high = [i for i in levels if any(too_high(o) for o in history
+                                     if o.memory is not None and grid.index(o.memory) == i)]
+    low = [i for i in levels if i not in high and any(
+        o.outcome in (Outcome.KV_TOO_SMALL, Outcome.NO_KV_MEMORY) for o in history
+        if o.memory is not None and grid.index(o.memory) == i)]
+    if lowest_possible is not None:
+        low.append(lowest_possible - 1)
+    if not high or not low:
+        return None
+    knob = "gpu_memory_utilization" if grid.kind == "gpu_memory_utilization" else "kv_cache_memory_bytes"
+    return ("at %s=%s and above the engine runs out of memory (or vLLM finds too little free memory); at %s"
+            " and below the KV cache cannot hold %s" % (knob, grid.value(min(high)), grid.value(max(low)), what))
+
+
 def utilization_grid(cap: float, floor: float = 0.01) -> Grid:
     """Utilization in 0.01 steps from `floor` up to `cap`."""
     return Grid("gpu_memory_utilization", 0.01, max(1, round(floor * 100)), math.floor(cap * 100 + _EPS))
@@ -73,6 +92,11 @@ class KvModel:
     guess_block_size: int = 16
     sequences: int = 1
     """Full-length sequences the pool must hold at once (--concurrency)."""
+    sliding_window: Optional[int] = None
+    """The model's window, where it uses one (V0 caps a prompt's blocks at it)."""
+    plain: bool = True
+    """Blocks translate into lengths (full attention, or a window on V0): the need is exact. Otherwise
+    (a window on V1) the full-attention need is only an upper bound."""
 
     def block_size(self, history: Sequence[Observation]) -> int:
         sizes = [obs.block_size for obs in history if obs.block_size]
@@ -82,8 +106,8 @@ class KvModel:
         """Bytes of one KV block on one device."""
         if self.bytes_per_token:
             return float(self.bytes_per_token * self.block_size(history))
-        for obs in reversed(history):  # measured: KV bytes over blocks
-            if obs.outcome is Outcome.OK and obs.blocks and obs.kv_bytes:
+        for obs in reversed(history):  # measured: KV bytes over blocks, from any start that sized its pool
+            if obs.started and obs.blocks and obs.kv_bytes:
                 return obs.kv_bytes / obs.blocks
         return None
 
@@ -92,7 +116,8 @@ class KvModel:
         page = self.page_bytes(history)
         if page is None:
             return None
-        return self.regime.blocks_needed(length, self.block_size(history), sequences=self.sequences) * page
+        return self.regime.blocks_needed(length, self.block_size(history), self.sliding_window,
+                                         sequences=self.sequences) * page
 
     def total(self, history: Sequence[Observation]) -> Optional[float]:
         if self.total_bytes:

@@ -1,0 +1,103 @@
+"""Seeded random worlds for the simulator: many versions, devices, models, memory figures and questions.
+
+The named worlds of worlds.py stand for one regime or failure class each; these draw the same
+ingredients at random, so that a search tuned to the named ones is checked on worlds nobody chose.
+A world is kept only where the fakegpu's truth does not depend on how the verification request
+splits prompt and output (its README's advice), and where the question is one vllm-fit accepts.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Dict, List, Optional
+
+from .worlds import GIB, GPUS, MIB, Case, question, world
+
+VERSIONS = ["0.5.5", "0.6.3", "0.6.4.post1", "0.7.3", "0.8.5", "0.9.0.1", "0.9.2", "0.10.1.1", "0.10.2",
+            "0.11.0", "0.13.0", "0.14.0", "0.17.1", "0.20.0", "0.24.0", "0.28.0", "0.29.0", "0.31.0", "0.32.0",
+            "0.33.0", "0.34.0"]
+SMALL_MODELS = ["llama-8b", "qwen-7b", "qwen-7b-yarn", "phi3-mini-128k"]
+GRANULARITIES = [1, 16, 64, 128, 256, 1024]
+
+
+def _v(version: str) -> tuple:
+    return tuple(int(p) for p in version.split(".post")[0].split(".")[:3])
+
+
+def _draw(rng: random.Random, index: int) -> Case:
+    """One candidate world and question (not yet checked against the truth)."""
+    version = rng.choice(VERSIONS)
+    v = _v(version)
+    gpu = rng.choice(list(GPUS))
+    tp, count, model = 1, 1, rng.choice(SMALL_MODELS)
+    if v < (0, 8) and rng.random() < 0.3:
+        model = "mistral-7b"  # V0 caps a prompt's blocks at the window
+    if rng.random() < 0.15 and gpu in ("H100", "A100-40"):
+        model, tp = "llama-70b", 4 if gpu == "A100-40" else 2
+        count = tp
+    elif rng.random() < 0.1:
+        tp = count = 2
+    extra: Dict[str, Any] = {}
+    if (0, 8) <= v < (0, 11) and rng.random() < 0.2:
+        extra = {"engine": "v0", "v0_fallback_reason": "--kv-cache-dtype is not supported by the V1 Engine"}
+    memory = {"cuda_context_bytes": rng.randint(300, 650) * MIB, "non_torch_bytes": rng.randint(100, 900) * MIB,
+              "activation_peak_bytes": rng.randint(512, 4096) * MIB, "cudagraph_bytes": rng.randint(0, 1500) * MIB,
+              "runtime_headroom_bytes": rng.choice([0, 0, 0, rng.randint(100, 1600) * MIB])}
+    foreign = rng.choice([0.0, 0.0, 0.0, round(rng.uniform(0.3, 5.0), 2)])
+    adversarial: Dict[str, Any] = {}
+    roll = rng.random()
+    if roll < 0.08:
+        adversarial["capacity_depends_on_len"] = rng.choice([4096, 16384, 65536])
+    elif roll < 0.12:
+        adversarial["flaky_crash_once"] = True
+    spec = world(version, gpu, model, count=count, tp=tp, foreign_gib=foreign, memory=memory,
+                 adversarial=adversarial, **extra)
+    q = question(rng.choice([131072, 131072, 65536, 32768]), rng.choice(GRANULARITIES),
+                 rng.choice([1, 1, 1, 1024, 4096]))
+    if tp > 1:
+        q["tensor_parallel_size"] = tp
+    roll = rng.random()
+    if roll < 0.1:
+        q["gpu_memory_utilization"] = round(rng.uniform(0.6, 0.95), 2)
+    elif roll < 0.17 and v >= (0, 10, 2):
+        q["kv_cache_memory"] = rng.randint(256, 12 * 1024) * MIB
+    elif roll < 0.25:
+        q["target_len"] = rng.choice([2048, 8192, 16384, 32768])
+    elif roll < 0.3:
+        q["max_utilization"] = round(rng.uniform(0.8, 0.94), 2)
+    tags = ["random"] + sorted(adversarial) + (["foreign"] if foreign else [])
+    return Case("random-%03d-%s-%s" % (index, version, gpu), dict(spec, name="random-%03d" % index), q,
+                "random world %d" % index, tags)
+
+
+def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
+    """The truth, where it does not depend on the prompt/output split (None: draw again)."""
+    from .harness import _fakeworld, _world
+
+    spec = _world(case)
+    one = truth_of(case)
+    if "target_len" in case.question:
+        return one
+    other = _fakeworld.truth(spec, dict(case.question), k=64)
+    return one if one.get("fit") == other.get("fit") else None
+
+
+def random_cases(seed: int, count: int) -> List[Case]:
+    """`count` worlds drawn with `seed` (the same seed, the same worlds)."""
+    from .harness import truth
+
+    rng = random.Random(seed)
+    found: List[Case] = []
+    index = 0
+    while len(found) < count:
+        case = _draw(rng, index)
+        index += 1
+        if case.question.get("kv_cache_memory") and case.question["kv_cache_memory"] > 0.9 * case.world["gpu"][
+                "total_bytes"]:
+            continue
+        if _acceptable(case, truth) is not None:
+            found.append(case)
+    return found
+
+
+__all__ = ["GIB", "random_cases"]

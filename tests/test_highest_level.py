@@ -1,0 +1,83 @@
+"""The default objective's choice of the next utilization level and length, on hand-made histories.
+
+Pure: observations in, the next candidate out. Each case is one rule of search/highest.py, from a
+failure class of issue 8 that the simulator worlds found (tests/simulator/worlds.py names them).
+"""
+
+from __future__ import annotations
+
+from vllm_fit.logs.regime import Regime
+from vllm_fit.outcome import OomStage, Outcome
+from vllm_fit.search.base import LengthSpace, Observation
+from vllm_fit.search.highest import LongestAtHighestUtilization
+from vllm_fit.search.knob import KvModel, utilization_grid
+from vllm_fit.search.length import Predict
+
+GIB, MIB = 1 << 30, 1 << 20
+TOTAL = 22 * GIB
+PAGE = 16 * 131072  # llama-8b: one block of 16 tokens
+
+
+def objective(space: LengthSpace, version: str = "0.32.0", per_token: int = 131072):
+    model = KvModel(bytes_per_token=per_token, total_bytes=TOTAL, regime=Regime.of(version))
+    return LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), model)
+
+
+def request_oom(util: float, length: int, blocks: int, shortfall: float) -> Observation:
+    return Observation(length, length, Outcome.OOM, memory=util, blocks=blocks, block_size=16,
+                       oom_shortfall_bytes=shortfall, oom_stage=OomStage.REQUEST)
+
+
+def test_numbers_that_allowed_a_level_that_ran_out_are_not_trusted_alone():
+    """Each OOM's numbers say one step down (a small failing allocation); after the first is wrong,
+    the search gallops down from the lowest level that ran out instead of walking 0.01 at a time."""
+    space = LengthSpace(1, 32768, 16)
+    step = 0.01 * TOTAL
+    history = [request_oom(0.95, 30000, 2000, 0.5 * step), request_oom(0.94, 29000, 1890, 0.5 * step)]
+    nxt = objective(space).propose(history)
+    assert nxt.gpu_memory_utilization == 0.92  # 0.94 - 2 steps, not 0.93
+
+
+def test_a_level_that_serves_above_what_the_numbers_allowed_ends_their_use():
+    """The numbers said 0.90; 0.90 and 0.91 served: bisect up to 0.94, never another 0.01 step."""
+    space = LengthSpace(1, 131072, 16)
+    shortfall = 0.055 * TOTAL
+    history = [request_oom(0.95, 24000, 1555, shortfall),
+               Observation(15856, 15856, Outcome.OK, hint=15856, memory=0.90, blocks=992, block_size=16),
+               Observation(17664, 17664, Outcome.OK, hint=17664, memory=0.91, blocks=1105, block_size=16)]
+    assert objective(space).propose(history).gpu_memory_utilization == 0.93
+
+
+def test_the_numbers_never_send_the_search_below_the_level_that_could_hold_the_shortest_length():
+    """A pool of 380 blocks at 0.81 and 110 blocks a level: 4096 tokens (257 blocks) need 0.80 at least."""
+    space = LengthSpace(4096, 65536, 1024)
+    history = [request_oom(0.81, 5120, 380, 0.06 * TOTAL)]
+    model_page = 0.01 * TOTAL / PAGE  # blocks per level
+    assert 100 < model_page < 120
+    nxt = objective(space, "0.17.1").propose(history)
+    assert nxt.gpu_memory_utilization == 0.80 and nxt.max_model_len == 4096
+
+
+def test_a_length_over_the_models_maximum_at_one_level_is_over_it_at_every_level():
+    """vLLM said the maximum is 32768 at 0.93: the next level starts at most there, and its length
+    search never proposes above it."""
+    space = LengthSpace(1, 131072, 128)
+    history = [request_oom(0.95, 50000, 3144, 0.2 * TOTAL),
+               Observation(41984, 41984, Outcome.TOO_LONG_FOR_MODEL, derived_max=32768, memory=0.93)]
+    search = objective(space)
+    nxt = search.propose(history)
+    assert nxt.max_model_len <= 32768
+    served = history + [Observation(nxt.max_model_len, nxt.max_model_len, Outcome.OK, hint=40000,
+                                    memory=nxt.gpu_memory_utilization, blocks=2500, block_size=16)]
+    following = search.propose(served)
+    assert following is None or following.max_model_len <= 32768
+
+
+def test_a_sliding_window_on_v1_does_not_rule_levels_out_by_the_full_attention_need():
+    """With a window on V1 the full-attention need is only an upper bound: no level is ruled out by it."""
+    model = KvModel(bytes_per_token=131072, total_bytes=TOTAL, regime=Regime.of("0.32.0"), sliding_window=4096,
+                    plain=False)
+    search = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(LengthSpace(30000, 32768, 16)),
+                                         model)
+    history = [request_oom(0.95, 32768, 100, 0.06 * TOTAL)]
+    assert search._lowest_plausible(history) is None

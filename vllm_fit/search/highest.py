@@ -1,0 +1,210 @@
+"""The default objective: the longest max_model_len at the highest utilization that serves.
+
+Pure like the length strategies. Utilization levels (0.01 steps, at most the cap) form a bracket:
+below it no length fits, above it the level runs out of memory. Each level gets its own length
+search, started at the length the measured pools predict there. An out-of-memory error's numbers
+point at a level; they name one allocation, not the whole shortfall, so they are a first guess to
+verify, never a proof, and once they have been wrong the bracket is bisected.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence, Tuple
+
+from ..outcome import Outcome
+from .base import GLOBAL_LENGTH_FAILURES, Candidate, Observation, profile_does_not_fit, weights_do_not_fit
+from .knob import Grid, KvModel, squeezed_between, too_high
+from .length import LengthStrategy
+from .objectives import Objective, last_ok_index
+
+PRINTED_GIB_ERROR = 0.02 * (1 << 30)
+"""vLLM and torch print memory in 2-decimal GiB: two such numbers are off by up to this much."""
+
+
+class LongestAtHighestUtilization(Objective):
+    """The longest max_model_len at the highest utilization (0.01 steps, at most the cap) that serves.
+
+    A level where a trial ran out of memory (at start or on the full-length request) is too high,
+    however long the KV cache: it is never a fit. The answer is proven when the level above it is
+    too high (or it is the cap) and its length is proven the longest there.
+    """
+
+    informative = frozenset({Outcome.FREE_MEMORY_SHORT})
+
+    def __init__(self, grid: Grid, make_strategy: Callable[[], LengthStrategy], model: KvModel):
+        self.grid, self.strategy, self.model = grid, make_strategy(), model
+
+    def _at(self, history: Sequence[Observation], index: int) -> List[Observation]:
+        return [obs for obs in history if obs.memory is not None and self.grid.index(obs.memory) == index]
+
+    def _view(self, history: Sequence[Observation], index: int) -> List[Observation]:
+        """What a level's length search sees: its own trials, after the length failures that hold at
+        every level (over the model's maximum, a start that hangs) seen at other levels."""
+        level = self._at(history, index)
+        own = {id(obs) for obs in level}
+        shared = [obs for obs in history if id(obs) not in own and obs.length is not None
+                  and obs.outcome in GLOBAL_LENGTH_FAILURES]
+        return shared + level
+
+    def _ceiling(self, history: Sequence[Observation]) -> Optional[int]:
+        """The longest length not ruled out at every level (None: nothing rules one out)."""
+        limits = [obs.derived_max for obs in history if obs.derived_max is not None]
+        limits += [obs.length - 1 for obs in history if obs.outcome in GLOBAL_LENGTH_FAILURES and obs.length]
+        return min(limits) if limits else None
+
+    def _works(self, history: Sequence[Observation], index: int) -> Optional[bool]:
+        """True: serves at some length; False: too high, or no length fits; None: still open."""
+        level = self._at(history, index)
+        outcomes = {obs.outcome for obs in level}
+        if any(too_high(obs) for obs in level):
+            return False
+        if Outcome.OK in outcomes:
+            return True
+        if Outcome.NO_KV_MEMORY in outcomes or (level and self.strategy.propose(self._view(history, index)) is None):
+            return False
+        return None
+
+    def _guesses(self, history: Sequence[Observation]) -> List[Tuple[int, int]]:
+        """(level that ran out of memory, the highest level its numbers allow), one per such trial.
+
+        The allowed level is the budget less the shortfall the error printed (what the failing
+        allocation asked for, less what was free). Within the 2-decimal rounding of the printed
+        numbers the level above is allowed too (it is verified like every other).
+        """
+        total = self.model.total(history)
+        out = []
+        for obs in history:
+            if obs.oom_shortfall_bytes is None or obs.memory is None or not total:
+                continue
+            limit = obs.memory * total - obs.oom_shortfall_bytes
+            safe = self.grid.down(limit / total)
+            if self.grid.value(safe + 1) * total - limit < PRINTED_GIB_ERROR:
+                safe += 1
+            out.append((self.grid.index(obs.memory), safe))
+        return out
+
+    def _numbers_wrong(self, history: Sequence[Observation], guesses: List[Tuple[int, int]]) -> bool:
+        """An error's numbers were already contradicted: a level they allowed was too high, or one
+        they ruled out served."""
+        for level in {self.grid.index(o.memory) for o in history if o.memory is not None}:
+            works = self._works(history, level)
+            for failed, safe in guesses:
+                if (works is False and level <= safe and any(too_high(o) for o in self._at(history, level))) \
+                        or (works and safe < level < failed):
+                    return True
+        return False
+
+    def _top(self, history: Sequence[Observation]) -> int:
+        grid = self.grid
+        caps = [grid.down(obs.free_fraction) for obs in history if obs.free_fraction is not None]
+        high = [i for i in {grid.index(o.memory) for o in history if o.memory is not None}
+                if any(too_high(o) for o in self._at(history, i))]
+        return min([grid.highest, *caps] + [i - 1 for i in high])
+
+    def _level(self, history: Sequence[Observation]) -> Optional[int]:
+        """The level to work on next (None: nothing can work)."""
+        grid = self.grid
+        top = self._top(history)
+        if weights_do_not_fit(history) or profile_does_not_fit(history, self.strategy.space.lowest):
+            return None
+        levels = {grid.index(o.memory) for o in history if o.memory is not None}
+        high = [i for i in levels if any(too_high(o) for o in self._at(history, i))]
+        failed_low = [i for i in levels if self._works(history, i) is False and i not in high]
+        floor = max(failed_low, default=grid.lowest - 1)
+        open_levels = [i for i in levels if self._works(history, i) is None and floor < i <= top]
+        if open_levels:
+            return max(open_levels)
+        best = max((i for i in levels if self._works(history, i) and i <= top), default=None)
+        if top <= floor or (best is not None and best >= top):
+            return best  # proven: the level above is too high (or the cap), or nothing above can work
+        lower = best if best is not None else floor
+        guesses = self._guesses(history)
+        wrong = bool(guesses) and self._numbers_wrong(history, guesses)
+        if guesses and not (wrong and best is not None):  # once wrong and a level serves, only bisect
+            guess = min(s for _, s in guesses)
+            if wrong:  # they allowed a level that ran out of memory: gallop down as well
+                guess = min(guess, min(high) - 2 ** (len(high) - 1))
+            # never above a level already too high, nor below what the pools say could hold a sequence
+            safe = min(top, max(guess, floor + 1, self._lowest_plausible(history) or grid.lowest))
+            if lower < safe and safe not in levels:
+                return safe
+            if best == safe and best + 1 not in levels and not wrong:
+                return best + 1  # the numbers say best is the highest: prove it by the level above
+        elif not guesses and best is None and top not in levels:
+            if high:  # ran out of memory without numbers: gallop down from there
+                return max(floor + 1, min(top, min(high) - 2 ** (len(high) - 1)))
+            return top
+        middle = (lower + top + 1) // 2  # the numbers were wrong, or there are none: bisect the bracket
+        return middle if lower < middle and middle not in levels else best
+
+    def _lowest_plausible(self, history: Sequence[Observation]) -> Optional[int]:
+        """The lowest level whose pool could hold the shortest candidate, by the pools measured so far
+        at their most optimistic (a guess to start from, not a proof: a shorter length may profile
+        smaller). None when the pools or the page size are unknown."""
+        bounds = self._constant_bounds(history)
+        page = self.model.page_bytes(history)
+        total = self.model.total(history)
+        if bounds is None or not page or not total or not self.model.plain:
+            return None
+        need = self.model.need_bytes(self.strategy.space.lowest, history) or 0.0
+        return self.grid.up((need - bounds[1]) / total)
+
+    def _constant_bounds(self, history: Sequence[Observation]) -> Optional[Tuple[float, float]]:
+        """Bounds on the KV budget's constant: a level's pool is that constant plus utilization x total.
+        Each measured pool bounds it to within a block; together they narrow it."""
+        total = self.model.total(history)
+        sized = [(obs.memory, self.model.kv_range(obs, history)) for obs in history
+                 if obs.memory is not None and obs.started and obs.blocks is not None]
+        bounds = [(kv[0] - memory * total, kv[1] - memory * total) for memory, kv in sized if kv and total]
+        if not bounds:
+            return None
+        low, high = max(b[0] for b in bounds), min(b[1] for b in bounds)
+        if low > high:  # the pools do not line up (the profile moved): trust the latest alone
+            return bounds[-1]
+        return low, high
+
+    def _predicted_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
+        """The length a new level's pool holds, from the pools measured at other levels (None: unknown).
+
+        The lower end of the constant keeps the guess on the side that starts; the launch verifies
+        it, and its own pool corrects it. Where the pool cannot hold the shortest candidate, the
+        shortest candidate is what decides the level.
+        """
+        total, page = self.model.total(history), self.model.page_bytes(history)
+        bounds = self._constant_bounds(history)
+        if not total or not page or bounds is None:
+            return None
+        space = self.strategy.space
+        blocks = int((bounds[0] + self.grid.value(level) * total) // page)
+        length = space.floor(self.model.regime.servable_len(blocks, self.model.block_size(history),
+                                                            self.model.sliding_window, self.model.sequences))
+        ceiling = self._ceiling(history)
+        if ceiling is not None:
+            length = min(length, space.floor(ceiling))
+        if length < space.lowest:
+            return space.lowest
+        return length if length < space.highest else None
+
+    def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
+        level = self._level(history)
+        if level is None:
+            return None
+        length = self._predicted_length(history, level) if not self._at(history, level) else None
+        if length is None:
+            length = self.strategy.propose(self._view(history, level))
+        return None if length is None else self.grid.candidate(level, length)
+
+    def why_nothing_fits(self, history: Sequence[Observation]) -> Optional[str]:
+        return super().why_nothing_fits(history) or squeezed_between(
+            self.grid, history, None, "a sequence of %d tokens" % self.strategy.space.lowest)
+
+    def fit(self, history: Sequence[Observation]) -> Optional[int]:
+        working = [self.grid.index(o.memory) for o in history if o.outcome is Outcome.OK and o.memory is not None]
+        level = max((i for i in working if self._works(history, i)), default=None)
+        if level is None:
+            return None
+        best = self.strategy.best(self._view(history, level))
+        if best is None:
+            return None
+        return last_ok_index(history, lambda o: o.memory is not None and self.grid.index(o.memory) == level
+                             and o.length == best)
