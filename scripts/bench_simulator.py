@@ -58,11 +58,15 @@ def _truth_text(expected: Dict) -> str:
                         "kv %d MiB" % ((fit.get("kv_cache_memory_bytes") or 0) >> 20))
 
 
-def run_suite(progress: Callable[..., None],
-              only: Optional[str] = None) -> List[Tuple[str, List[str], List[List[str]]]]:
-    """Per world and strategy one row; then the summary by version range and the overall one."""
+def run_suite(progress: Callable[..., None], only: Optional[str] = None, worlds: Optional[List[Case]] = None,
+              title: str = "Simulated GPUs", every_world: bool = True) -> List[Tuple[str, List[str], List[List[str]]]]:
+    """Per world and strategy one row; then the summary by version range and the overall one.
+
+    worlds: the named worlds of tests/simulator/worlds.py unless given (the random suite draws its own);
+    every_world: also the table of every world and strategy (else vllm-fit's rows only).
+    """
     rows: List[Row] = []
-    for case in cases():
+    for case in cases() if worlds is None else worlds:
         if only and only not in case.name:
             continue
         expected = truth(case)
@@ -77,7 +81,8 @@ def run_suite(progress: Callable[..., None],
             rows.append(row)
             progress(case.name, name, answer.launches, _show(answer), verdict.verdict)
     per_world = [[r["case"].name, r["case"].world["vllm_version"], str(r["truth"]), str(r["strategy"]),  # type: ignore
-                  str(r["answer"].launches), _show(r["answer"]), str(r["verdict"])] for r in rows]  # type: ignore
+                  str(r["answer"].launches), _show(r["answer"]), str(r["verdict"])] for r in rows  # type: ignore
+                 if every_world or r["strategy"] == "vllm-fit"]
     summary = []
     for label, member in [*RANGES, ("all worlds", lambda c: True)]:
         for strategy in ["vllm-fit", *BASELINES]:
@@ -92,11 +97,11 @@ def run_suite(progress: Callable[..., None],
         if chosen:
             objectives.append([label, *_stats(chosen)])
     stat_columns = ["worlds", "right", "above the limit", "median launches", "p90", "max"]
-    return [("Simulated GPUs: the summary by vLLM version range", ["version range", "strategy", *stat_columns],
+    return [("%s: the summary by vLLM version range" % title, ["version range", "strategy", *stat_columns],
              summary),
-            ("Simulated GPUs: vllm-fit by objective", ["objective", *stat_columns], objectives),
-            ("Simulated GPUs: every world", ["world", "vLLM", "truth (L @ knob)", "strategy", "launches", "answer",
-                                             "verdict"], per_world)]
+            ("%s: vllm-fit by objective" % title, ["objective", *stat_columns], objectives),
+            ("%s: every world" % title, ["world", "vLLM", "truth (L @ knob)", "strategy", "launches", "answer",
+                                         "verdict"], per_world)]
 
 
 def _default(case: Case) -> bool:

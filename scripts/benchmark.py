@@ -10,8 +10,11 @@ Suites:
   simulator    simulated GPUs (TEST DOUBLE, tests/simulator over the vendored fakegpu): every world
                of every vLLM version range, vllm-fit (real CLI, trial processes) against the hand
                baselines (walk-down from 0.98, doubling at 0.9, blind bisection over both knobs).
+  random       the same over --random-count worlds drawn with --random-seed (random_worlds.py):
+               versions, devices, models, memory figures and questions nobody chose.
 Usage (from the repository root, after `make setup`):
-    .venv/bin/python scripts/benchmark.py [--suite length,kv-target,simulator] [--world NAME] [--markdown FILE]
+    .venv/bin/python scripts/benchmark.py [--suite length,kv-target,simulator,random] [--world NAME]
+        [--random-seed S --random-count N] [--markdown FILE]
 """
 
 from __future__ import annotations
@@ -138,6 +141,16 @@ def suite_simulator(report: Report, only: Optional[str]) -> None:
         report.add(title, columns, rows)
 
 
+def suite_random(report: Report, seed: int, count: int, only: Optional[str]) -> None:
+    """Simulated GPUs in seeded random worlds (TEST DOUBLE): the summaries and vllm-fit's every answer."""
+    from bench_simulator import run_suite
+    from simulator.random_worlds import random_cases
+
+    title = "Random simulated GPUs (seed %d, %d worlds)" % (seed, count)
+    for table, columns, rows in run_suite(_progress, only, random_cases(seed, count), title, every_world=False):
+        report.add(table, columns, rows)
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="length,kv-target,simulator")
@@ -145,6 +158,8 @@ def main(argv: List[str]) -> int:
     parser.add_argument("--budgets", default="33,40,57,100,203", help="KV budgets in blocks (length suite)")
     parser.add_argument("--targets", default="1000,4096,10000,25000", help="target lengths (kv-target suite)")
     parser.add_argument("--granularity", type=int, default=128)
+    parser.add_argument("--random-seed", type=int, default=20261203, help="random suite: the seed of its worlds")
+    parser.add_argument("--random-count", type=int, default=100, help="random suite: how many worlds")
     parser.add_argument("--markdown", help="also write the tables as Markdown to this file")
     args = parser.parse_args(argv)
     env = dict(os.environ, VLLM_ENABLE_V1_MULTIPROCESSING=os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0"))
@@ -156,6 +171,8 @@ def main(argv: List[str]) -> int:
         suite_kv_target(report, [int(t) for t in args.targets.split(",")], env)
     if "simulator" in suites:
         suite_simulator(report, args.world)
+    if "random" in suites:
+        suite_random(report, args.random_seed, args.random_count, args.world)
     if args.markdown:
         Path(args.markdown).write_text(report.markdown())
     return 0

@@ -8,10 +8,12 @@ are measured by scripts/benchmark.py --suite simulator, not asserted here beyond
 
 from __future__ import annotations
 
+import functools
 import json
 
 import pytest
 from simulator.harness import _fakeworld, prepare_world, run_tool, score, truth
+from simulator.random_worlds import random_cases
 from simulator.worlds import Case, cases, question, world
 
 CASES = cases()
@@ -33,6 +35,25 @@ def test_the_answer_is_the_truth(case: Case, tmp_path):
     assert not verdict.above_limit, verdict.verdict
     assert verdict.right, "%s (%d launches)" % (verdict.verdict, answer.launches)
     assert answer.launches <= 8, "%d launches" % answer.launches
+
+
+RANDOM_SEED, RANDOM_COUNT = 20261203, 10
+
+
+@functools.lru_cache(maxsize=1)
+def _random_worlds():
+    return random_cases(RANDOM_SEED, RANDOM_COUNT)
+
+
+@pytest.mark.parametrize("index", range(RANDOM_COUNT))
+def test_random_worlds_are_answered_right(index, tmp_path):
+    """Worlds nobody chose (versions, devices, models, memory, questions drawn with a fixed seed):
+    right, never above the limit. scripts/benchmark.py --suite random runs 100 of them."""
+    case = _random_worlds()[index]
+    answer = run_tool(case, tmp_path)
+    verdict = score(case, answer, truth(case))
+    assert not verdict.above_limit, "%s: %s" % (case.name, verdict.verdict)
+    assert verdict.right, "%s: %s (%d launches)" % (case.name, verdict.verdict, answer.launches)
 
 
 def test_a_start_that_hangs_for_long_lengths_is_a_failure_of_that_length(tmp_path):
