@@ -109,3 +109,16 @@ def test_target_length_finds_the_least_utilization(fake_world, fake_model, tmp_p
     assert report["fit"]["gpu_memory_utilization"] == 0.26 and report["fit"]["max_model_len"] == 32768
     assert report["launches"] <= 2
     assert yaml.safe_load(out.read_text())["gpu-memory-utilization"] == 0.26
+
+
+def test_a_device_lost_mid_search_degrades_to_no_device_view(fake_world, fake_model, tmp_path):
+    """Issue 8, class 14: NVML fails after the first trial (the GPU fell off the bus). No traceback:
+    the next trials run without a device view (no release wait, no peak), and that is said."""
+    env = fake_world(gpu_lost_after=1)
+    done, report, _ = search(env, fake_model, tmp_path, "--granularity", 1000)
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 0, done.stderr
+    assert len(report["trials"]) == 2 and report["fit"]["max_model_len"] % 1000 == 0
+    second = report["trials"][1]
+    assert second["device"]["released"] is None and "device view" in second["device"]["note"]
+    assert any("device view" in note for note in report["notes"]), report["notes"]

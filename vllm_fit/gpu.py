@@ -189,6 +189,8 @@ class Devices:
         started = time.monotonic()
         while True:
             now = self.snapshot()
+            if len(now) != len(baseline):  # NVML failed (a device lost, the driver gone): nobody can tell
+                return {"waited_s": round(time.monotonic() - started, 2), "released": None, "note": LOST_VIEW}
             back = all(cur.used_bytes <= base.used_bytes + RELEASE_TOLERANCE_BYTES
                        for cur, base in zip(now, baseline))
             waited = time.monotonic() - started
@@ -199,6 +201,9 @@ class Devices:
 
     def sampler(self) -> PeakSampler:
         return PeakSampler(self)
+
+
+LOST_VIEW = "the device view was lost (NVML failed during the search): no release wait and no peak since"
 
 
 class PeakSampler:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Callable, List, Optional
 
+from .gpu import LOST_VIEW
 from .outcome import Outcome
 from .redact import is_secret_name, public_args
 from .search.objectives import Objective
@@ -112,6 +113,9 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
     fit_index = objective.fit(history)
     best = records[fit_index] if fit_index is not None else None
     notes: List[str] = []
+    lost = next((r for r in records if (r.device or {}).get("note") == LOST_VIEW), None)
+    if lost is not None:
+        notes.append("from trial %d on, %s" % (lost.index, LOST_VIEW))
     if best is not None and plan.explore_load_format and best.load_format == plan.explore_load_format:
         explored = best
         kwargs = plan.llm_kwargs({})  # the real secret values, which records never keep

@@ -75,6 +75,12 @@ def bump_counter(spec: Dict[str, Any], name: str) -> int:
     return count
 
 
+def counter(spec: Dict[str, Any], name: str) -> int:
+    """A counter of the state dir, without changing it."""
+    path = Path(spec["state_dir"]) / ("count-%s" % name)
+    return int(path.read_text()) if path.exists() else 0
+
+
 class EngineError(Exception):
     """What a fake engine start-up refuses with: `kind` names the vLLM error it renders as."""
 

@@ -25,10 +25,17 @@ class NVMLError_LibraryNotFound(NVMLError):
     pass
 
 
+class NVMLError_GpuIsLost(NVMLError):
+    pass
+
+
 def nvmlInit():
     global _inits
     if os.environ.get("FAKE_NVML_MISSING"):
         raise NVMLError_LibraryNotFound("NVML Shared Library Not Found")
+    spec = fakegpu.world()
+    if spec.get("gpu_lost_after") and fakegpu.counter(spec, "engines") >= spec["gpu_lost_after"]:
+        raise NVMLError_GpuIsLost("GPU is lost")  # the device fell off the bus after that many engine starts
     _inits += 1
 
 

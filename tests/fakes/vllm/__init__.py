@@ -48,6 +48,8 @@ class LLM:
                  kv_cache_memory_bytes: Optional[int] = None, tensor_parallel_size: int = 1, **kwargs):
         spec = _SPEC
         mode = spec.get("mode", "normal")
+        if spec.get("gpu_lost_after"):
+            fakegpu.bump_counter(spec, "engines")
         _log("INFO", "Initializing a V1 LLM engine (v%s) with config: model=%r, max_seq_len=%s"
              % (__version__, model, max_model_len))
         _log("INFO", "non-default args: %r" % (kwargs,))  # as vLLM 0.10+ logs them: secrets included
