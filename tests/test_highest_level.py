@@ -67,7 +67,7 @@ def test_a_length_over_the_models_maximum_at_one_level_is_over_it_at_every_level
     search = objective(space)
     nxt = search.propose(history)
     assert nxt.max_model_len <= 32768
-    served = history + [Observation(nxt.max_model_len, nxt.max_model_len, Outcome.OK, hint=40000,
+    served = [*history, Observation(nxt.max_model_len, nxt.max_model_len, Outcome.OK, hint=40000,
                                     memory=nxt.gpu_memory_utilization, blocks=2500, block_size=16)]
     following = search.propose(served)
     assert following is None or following.max_model_len <= 32768
