@@ -174,6 +174,7 @@ def main(argv: List[str]) -> int:
     if "random" in suites:
         suite_random(report, args.random_seed, args.random_count, args.world)
     if args.markdown:
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(report.markdown())
     return 0
 

@@ -198,6 +198,12 @@ def cases() -> List[Case]:
     add("class3-fixed-util-foreign-0.11", world("0.11.0", "A100-40", "llama-8b", foreign_gib=2.8),
         question(32768, gpu_memory_utilization=0.92),
         "class 3: a fixed utilization above the free memory: vLLM refuses at any length", "nothing", "foreign")
+    add("class3-fixed-util-request-oom-0.14", world("0.14.0", "4090", "qwen-7b-yarn", foreign_gib=4.27, memory={
+        "cuda_context_bytes": 358 * MIB, "non_torch_bytes": 491 * MIB, "activation_peak_bytes": 819 * MIB,
+        "cudagraph_bytes": 1044 * MIB, "runtime_headroom_bytes": 748 * MIB}),
+        question(65536, granularity=128, min_len=1024, gpu_memory_utilization=0.76),
+        "class 3: at a fixed utilization the request runs out of memory at every length: the shortest says so",
+        "nothing", "oom")
     add("class3-kv-bytes-too-big-0.31", world("0.31.0", "A10G", "qwen-7b"), question(32768, kv_cache_memory=9 * GIB),
         "class 3: a fixed KV size that does not fit beside the weights: out of memory at any length", "nothing")
 

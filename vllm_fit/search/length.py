@@ -79,9 +79,10 @@ class Predict(LengthStrategy):
         if above is not None:
             return above
         last = history[-1]
-        if last.outcome is Outcome.OOM and last.oom_stage is OomStage.PROFILE and state.proven_ok is None \
-                and self.space.lowest not in state.tried:
-            return self.space.lowest  # the profile seldom depends on the length: the shortest says if any fits
+        if last.outcome is Outcome.OOM and last.oom_stage in (OomStage.PROFILE, OomStage.REQUEST) \
+                and state.proven_ok is None and self.space.lowest not in state.tried:
+            # the profile and the request's headroom seldom depend on the length: the shortest says if any fits
+            return self.space.lowest
         if state.proven_ok is not None and state.proven_ok >= top:
             return top  # proven by a longer success; verify the candidate itself
         hinted = self._hinted(history, top, best)

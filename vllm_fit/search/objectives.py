@@ -65,6 +65,11 @@ class LongestAtFixedMemory(Objective):
             return ("vLLM refuses to start: the device has less free memory than total x gpu_memory_utilization%s;"
                     " other processes hold the rest. Free the device or lower gpu_memory_utilization (vLLM checks"
                     " it even when kv_cache_memory_bytes sizes the cache)" % free)
+        shortest = self.strategy.space.lowest
+        if any(obs.outcome is Outcome.OOM and obs.oom_stage is OomStage.REQUEST and obs.length == shortest
+               for obs in history):
+            return ("the full-length request runs out of memory even at the shortest length (%d): the memory"
+                    " setting leaves too little headroom beside the KV cache; lower it" % shortest)
         failed = _kv_cache_does_not_fit(history)
         if failed is not None and not weights_do_not_fit(history):
             return ("the KV cache this memory setting sizes does not fit on the device beside the weights and the"
