@@ -62,9 +62,7 @@ def test_serve_fits_4992_at_40_blocks_proven_over_http_and_delivers_the_served_f
     assert done.returncode == 0, done.stderr
     report = json.loads(report_path.read_text())
     assert report["search"]["via"] == "serve"
-    first, *_ = report["trials"]
-    assert first["outcome"] == "kv_too_small", first  # the engine core process's error, classified
-    assert report["launches"] <= 2
+    assert report["launches"] == 1  # the length 40 pages hold, served, and proven by its own pool
     fit = report["fit"]
     assert fit["max_model_len"] == 4992 and fit["kv_cache_blocks"] == 40
     http = fit["request"]["http"]
@@ -92,6 +90,15 @@ def test_verify_serves_a_deployment_config_with_serve_only_keys(vllm_python, tin
     assert "host and port set to the loopback" in verdict["message"]
     assert verdict["trial"]["request"]["total_tokens"] == 4992
     assert secret not in report.read_text() and secret not in done.stdout + done.stderr
+
+    too_long = tmp_path / "too-long.yaml"  # 40 blocks hold 4992: the server's engine core process refuses 8192
+    too_long.write_text(config.read_text().replace("max-model-len: 4992", "max-model-len: 8192"))
+    failed = subprocess.run(tool(vllm_python, real_env, "verify", too_long, "--report", report),
+                            env=served_env(real_env), capture_output=True, text=True, timeout=600)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    verdict = json.loads(report.read_text())["verdicts"][0]
+    assert verdict["status"] != "ok" and verdict["trial"]["outcome"] == "kv_too_small", verdict  # classified
+    assert verdict["trial"]["capacity"]["estimated_max_len"] == 4992
 
 
 def test_ctrl_c_during_a_serve_trial_leaves_no_process_and_no_bound_port(vllm_python, tiny_model, real_env,

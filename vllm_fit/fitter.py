@@ -59,13 +59,14 @@ def _kv_grid(prepared: Prepared, model: KvModel) -> Grid:
     return Grid("kv_cache_memory_bytes", float(request.kv_granularity), 1, int(top // request.kv_granularity))
 
 
-def length_strategy(strategy: Strategy, space: LengthSpace, use_autofit: bool) -> LengthStrategy:
+def length_strategy(strategy: Strategy, space: LengthSpace, use_autofit: bool,
+                    first: Optional[int] = None) -> LengthStrategy:
     """The length strategy the option names."""
     if strategy is Strategy.BISECT:
         return Bisect(space)
     if strategy is Strategy.DOUBLING:
         return Doubling(space)
-    return Predict(space, use_autofit=use_autofit)
+    return Predict(space, use_autofit=use_autofit, first=first)
 
 
 def objective_for(prepared: Prepared) -> Objective:
@@ -80,7 +81,12 @@ def objective_for(prepared: Prepared) -> Objective:
         return LongestAtHighestUtilization(
             utilization_grid(prepared.utilization_cap or request.max_utilization),
             lambda: length_strategy(request.strategy, prepared.space, prepared.use_autofit), kv_model(prepared))
-    return LongestAtFixedMemory(length_strategy(request.strategy, prepared.space, prepared.use_autofit),
+    first = None
+    if request.kv_cache_memory is not None:  # a fixed KV size in known pages: its length is known before a launch
+        space = prepared.space
+        first = kv_model(prepared).length_for_bytes(request.kv_cache_memory, space.lowest, space.highest,
+                                                    space.granularity)
+    return LongestAtFixedMemory(length_strategy(request.strategy, prepared.space, prepared.use_autofit, first),
                                 request.gpu_memory_utilization, request.kv_cache_memory)
 
 

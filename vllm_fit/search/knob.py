@@ -119,6 +119,16 @@ class KvModel:
         return self.regime.blocks_needed(length, self.block_size(history), self.sliding_window,
                                          sequences=self.sequences) * page
 
+    def length_for_bytes(self, kv_bytes: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
+        """The candidate a KV cache of `kv_bytes` holds, before any launch (None: blocks do not map to
+        lengths, or the page size is unknown). Verified by the launch; its pool proves or corrects it."""
+        page = self.page_bytes([])
+        if not self.plain or not page:
+            return None
+        length = self.regime.servable_len(int(kv_bytes // page), self.guess_block_size, self.sliding_window,
+                                          self.sequences)
+        return max(lowest, min(highest, length // granularity * granularity))
+
     def total(self, history: Sequence[Observation]) -> Optional[float]:
         if self.total_bytes:
             return self.total_bytes

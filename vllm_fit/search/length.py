@@ -58,12 +58,16 @@ class Predict(LengthStrategy):
 
     name = "predict"
 
-    def __init__(self, space: LengthSpace, use_autofit: bool = False):
+    def __init__(self, space: LengthSpace, use_autofit: bool = False, first: Optional[int] = None):
         super().__init__(space)
         self.use_autofit = use_autofit
+        self.first = first
+        """A length predicted before any launch (a fixed KV size in known pages): launched first."""
 
     def propose(self, history: Sequence[Observation]) -> Optional[int]:
         if not history:
+            if self.first is not None:
+                return self.first
             return AUTO if self.use_autofit else self.space.highest
         state = bracket(history)
         if any(obs.requested == AUTO and obs.length is None and obs.fails_length for obs in history):
