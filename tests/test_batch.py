@@ -87,12 +87,14 @@ def test_batch_writes_configs_index_summary_junit_and_caches(fake_world, fake_mo
 
 
 def test_sigkill_mid_trial_then_resume_repeats_nothing(fake_world, fake_model, tmp_path):
-    fleet = write_fleet(tmp_path, fake_model)
+    # b explores on dummy weights, then verifies with the real ones: two trials, the second one killed
+    fleet = write_fleet(tmp_path, fake_model, FLEET.replace("kv_cache_memory: 3GiB}",
+                                                            "kv_cache_memory: 3GiB, explore_weights: dummy}"))
     reference = tmp_path / "reference"
     assert vllm_fit(dict(fake_world(), VLLM_FIT_CACHE_DIR=str(tmp_path / "ref-cache")), "batch", fleet,
                     "--out-dir", reference).returncode == 0
 
-    env = fake_world(mode="hang_on_start", hang_on_start=4)  # a: 2 starts, b: the 2nd of its 2 hangs
+    env = fake_world(mode="hang_on_start", hang_on_start=3)  # a: 1 start, b: the 2nd of its 2 hangs
     out = tmp_path / "out"
     tool = subprocess.Popen([sys.executable, "-m", "vllm_fit", "batch", str(fleet), "--out-dir", str(out)], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

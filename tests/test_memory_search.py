@@ -94,7 +94,8 @@ def test_a_nondeterministic_crash_is_retried_and_recorded(fake_world, fake_model
 
 def test_deterministic_failures_are_never_retried(fake_world, fake_model, tmp_path):
     env = fake_world()
-    done, report, _ = search(env, fake_model, tmp_path, "--kv-cache-memory", "1GiB", "--max-len", 100000)
+    done, report, _ = search(env, fake_model, tmp_path, "--kv-cache-memory", "1GiB", "--max-len", 100000,
+                             "--strategy", "bisect")  # blind: its first candidate is too long
     assert done.returncode == 0, done.stderr
     assert report["trials"][0]["outcome"] == "kv_too_small" and report["trials"][0]["retries"] == []
     assert report["launches"] == len(report["trials"])

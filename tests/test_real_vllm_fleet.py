@@ -89,7 +89,7 @@ def test_sigkill_mid_trial_then_rerun(vllm_python, real_env, fleet, tmp_path):
                             env=real_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     journals = Path(real_env["VLLM_FIT_CACHE_DIR"]) / "journals"
     deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:  # a is done and b's first (dummy) trial is in its journal: its real-weights verification starts
+    while time.monotonic() < deadline:  # a done, b's dummy trial journaled: its real verification starts
         if (out / "index.json").exists() and journals.exists() and any(
                 len(p.read_text().splitlines()) >= 2 for p in journals.glob("*.jsonl")):
             break
