@@ -42,8 +42,17 @@ def kv_model(prepared: Prepared) -> KvModel:
                                                                    request.engine_args),
                    total_bytes=prepared.devices.preflight.total_bytes, regime=prepared.regime,
                    guess_block_size=prepared.guess_block_size, sequences=request.concurrency,
-                   sliding_window=prepared.model.sliding_window,
+                   sliding_window=prepared.model.sliding_window, weights_bytes=_weights_per_rank(prepared),
                    plain=prepared.model.plain_attention(prepared.regime.v1))
+
+
+def _weights_per_rank(prepared: Prepared) -> Optional[float]:
+    """The weights one device holds (files on disk, else config.json's estimate); None when quantized."""
+    model = prepared.model
+    if model.quantization or prepared.request.engine_args.get("quantization"):
+        return None
+    weights = model.estimated_weights_bytes
+    return weights / prepared.request.tensor_parallel_size if weights else None
 
 
 def _kv_grid(prepared: Prepared, model: KvModel) -> Grid:
@@ -80,7 +89,8 @@ def objective_for(prepared: Prepared) -> Objective:
     if kind is ObjectiveKind.HIGHEST_UTILIZATION:
         return LongestAtHighestUtilization(
             utilization_grid(prepared.utilization_cap or request.max_utilization),
-            lambda: length_strategy(request.strategy, prepared.space, prepared.use_autofit), kv_model(prepared))
+            lambda: length_strategy(request.strategy, prepared.space, prepared.use_autofit), kv_model(prepared),
+            prior=request.strategy is Strategy.PREDICT and not prepared.use_autofit)
     first = None
     if request.kv_cache_memory is not None:  # a fixed KV size in known pages: its length is known before a launch
         space = prepared.space

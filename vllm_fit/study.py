@@ -105,6 +105,11 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
         kwargs = plan.llm_kwargs(candidate.engine_args())
         if plan.explore_load_format:
             kwargs["load_format"] = plan.explore_load_format
+        again = next((r for r in records if r.llm_kwargs == public_args(kwargs) and not r.transient), None)
+        if again is not None:  # the same launch twice would prove nothing new: never loop to the trial limit
+            stop, detail = StopReason.TRIAL_LIMIT, "the search proposed trial %d's candidate again; stopped" \
+                " (please report this with the report file)" % again.index
+            break
         record = launch(plan, len(records) + 1, kwargs, listener, run)
         launches += 1 + len(record.retries)
         records.append(record)

@@ -31,8 +31,11 @@ class LongestAtHighestUtilization(Objective):
 
     informative = frozenset({Outcome.FREE_MEMORY_SHORT})
 
-    def __init__(self, grid: Grid, make_strategy: Callable[[], LengthStrategy], model: KvModel):
+    def __init__(self, grid: Grid, make_strategy: Callable[[], LengthStrategy], model: KvModel,
+                 prior: bool = False):
         self.grid, self.strategy, self.model = grid, make_strategy(), model
+        self.prior = prior
+        """Start a level without a measured pool at the model's guess (not where vLLM's auto-fit starts)."""
 
     def _at(self, history: Sequence[Observation], index: int) -> List[Observation]:
         return [obs for obs in history if obs.memory is not None and self.grid.index(obs.memory) == index]
@@ -189,7 +192,13 @@ class LongestAtHighestUtilization(Objective):
         level = self._level(history)
         if level is None:
             return None
-        length = self._predicted_length(history, level) if not self._at(history, level) else None
+        length = None
+        if not self._at(history, level):  # a new level: start where the pools (or, before any, the model) say
+            length = self._predicted_length(history, level)
+            if length is None and self.prior and not any(obs.blocks is not None for obs in history):
+                space = self.strategy.space
+                length = self.model.prior_length(self.grid.value(level), space.lowest, space.highest,
+                                                 space.granularity)
         if length is None:
             length = self.strategy.propose(self._view(history, level))
         return None if length is None else self.grid.candidate(level, length)

@@ -97,6 +97,8 @@ class KvModel:
     plain: bool = True
     """Blocks translate into lengths (full attention, or a window on V0): the need is exact. Otherwise
     (a window on V1) the full-attention need is only an upper bound."""
+    weights_bytes: Optional[float] = None
+    """The weights on one device, from the files or config.json (None: unknown, or quantized)."""
 
     def block_size(self, history: Sequence[Observation]) -> int:
         sizes = [obs.block_size for obs in history if obs.block_size]
@@ -127,6 +129,27 @@ class KvModel:
             return None
         length = self.regime.servable_len(int(kv_bytes // page), self.guess_block_size, self.sliding_window,
                                           self.sequences)
+        return max(lowest, min(highest, length // granularity * granularity))
+
+    def prior_length(self, utilization: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
+        """A first length at this utilization before any pool was measured, on the side that starts.
+
+        None unless the model's numbers say for certain that the longest candidate cannot fit (even
+        with nothing but the weights beside the KV cache): there the longest candidate would only
+        fail, while a length that starts also says whether the request runs out of memory. The
+        guess leaves room for the activations, CUDA graphs and the context (a tenth of the device
+        and 2 GiB); a miss costs nothing, since a too-long start reports vLLM's estimate all the same.
+        """
+        page, total, weights = self.page_bytes([]), self.total_bytes, self.weights_bytes
+        if not self.plain or not page or not total or not weights:
+            return None
+        size = self.guess_block_size
+        certain = self.regime.servable_len(int((utilization * total - 0.9 * weights) // page), size,
+                                           self.sliding_window, self.sequences)
+        if certain >= highest:
+            return None
+        spare = utilization * total - 1.05 * weights - 0.1 * total - (2 << 30)
+        length = self.regime.servable_len(int(max(spare, 0) // page), size, self.sliding_window, self.sequences)
         return max(lowest, min(highest, length // granularity * granularity))
 
     def total(self, history: Sequence[Observation]) -> Optional[float]:
