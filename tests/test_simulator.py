@@ -96,6 +96,17 @@ def test_a_short_fit_comes_with_a_diagnosis_in_numbers(tmp_path):
     assert answer.length == report["fit"]["max_model_len"]
 
 
+def test_the_diagnosis_reckons_from_below_the_level_that_ran_out_of_memory(tmp_path):
+    """Class 1: the request runs out of memory at 0.95, so the KV cache at the cap is not there to use:
+    the diagnosis counts from 0.94 and says why."""
+    case = next(c for c in CASES if c.name == "class1-headroom-0.32")
+    run_tool(case, tmp_path)
+    diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
+    assert diagnosis["out_of_memory_from"] == 0.95
+    assert diagnosis["lines"][0].startswith("at 0.95 and above the engine ran out of memory")
+    assert "at the cap 0.94" in diagnosis["lines"][1]
+
+
 def test_a_full_context_fit_needs_no_diagnosis(tmp_path):
     case = next(c for c in CASES if c.name == "v1-0.10.1-h100-qwen")
     run_tool(case, tmp_path)

@@ -37,6 +37,15 @@ def _full_context(out: Dict[str, Any], lines: List[str], model_max: Optional[int
                  % (_tokens(model_max), _gib(device), cap))
 
 
+def _lowest_out_of_memory(report: Mapping[str, Any]) -> Optional[float]:
+    """The lowest utilization at which a started engine ran out of memory (its KV allocation or request)."""
+    levels = [float((t.get("engine_args") or {})["gpu_memory_utilization"]) for t in report.get("trials") or []
+              if t.get("outcome") == "oom" and (t.get("capacity") or {}).get("oom_stage") in ("request",
+                                                                                             "kv_allocation")
+              and (t.get("engine_args") or {}).get("gpu_memory_utilization") is not None]
+    return min(levels) if levels else None
+
+
 def _measured(report: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """The trial with the most KV memory that reported it: utilization, KV bytes and tokens, total."""
     best: Optional[Dict[str, Any]] = None
@@ -76,6 +85,12 @@ def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: 
     out: Dict[str, Any] = {"wanted_len": int(wanted), "kv_bytes_per_token": round(per_token),
                            "kv_bytes_needed": round(need), "lines": []}
     lines: List[str] = out["lines"]
+    too_high = _lowest_out_of_memory(report)
+    if cap is not None and too_high is not None and round(too_high - 0.01, 2) < cap:
+        cap = max(0.01, round(too_high - 0.01, 2))
+        out["out_of_memory_from"] = too_high
+        lines.append("at %.2f and above the engine ran out of memory (the request needs headroom beyond vLLM's"
+                     " budget): %.2f is the highest utilization reckoned with" % (too_high, cap))
     if cap is not None and seen["utilization"] is not None and total:
         at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
         missing = max(0.0, need - at_cap)

@@ -11,9 +11,7 @@ same way whichever path ran them. The runner then stops the server (SIGTERM, the
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional
@@ -23,8 +21,8 @@ import httpx
 from ..export.yaml_config import render_config
 from ..logs import metrics, patterns
 from ..logs.phases import Phase
-from ..probe import GENERATED_TOKENS, prompt_ids
 from ..redact import is_secret_name, secret_values
+from .http_requests import send_requests, verdict
 from .runner import Driver, ProcessRun, Session, run_probe
 
 HOST = "127.0.0.1"
@@ -32,12 +30,6 @@ HOST = "127.0.0.1"
 HEALTH_POLL_S = 0.5
 FAILURE_GRACE_S = 10.0
 """After a fatal line in the server's log, how long it may take to exit by itself."""
-SAMPLE_EVERY_S = 0.02
-"""How often `/metrics` is sampled while requests run (the peak of running requests)."""
-CONCURRENT_GENERATED = 64
-"""Tokens each of several concurrent requests generates (the prompt fills the rest of the length):
-the same KV need as one generated token, and a decode phase long enough for the `/metrics` sampler
-to see them run together on a busy machine (16 was missed there once)."""
 BIND_OVERRIDES = ("host", "port")
 """Serve keys that must not bind on the test host: replaced for the trial and reported."""
 
@@ -116,44 +108,6 @@ def _wait_ready(session: Session, client: httpx.Client) -> Optional[int]:
     return None
 
 
-class _PeakSampler(threading.Thread):
-    """Samples `/metrics` while the requests run: the most requests running at once."""
-
-    def __init__(self, client: httpx.Client):
-        super().__init__(daemon=True)
-        self.client, self.peak_running, self.stop = client, 0, threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            try:
-                running = metrics.total(self.client.get("/metrics", timeout=2.0).text, metrics.RUNNING)
-            except httpx.HTTPError:
-                running = None  # the server went away: the requests report it
-            self.peak_running = max(self.peak_running, int(running or 0))
-            self.stop.wait(SAMPLE_EVERY_S)
-
-
-def _complete(client: httpx.Client, config: ServedConfig, length: int, sequence: int, timeout_s: float,
-              generated: int) -> Dict[str, Any]:
-    """One full-length completion: `length - generated` prompt token ids, then `generated` tokens."""
-    body = {"model": config.model_name, "prompt": prompt_ids(length - generated, sequence),
-            "max_tokens": generated, "ignore_eos": True, "temperature": 0.0}
-    try:
-        response = client.post("/v1/completions", json=body, timeout=timeout_s)
-    except httpx.HTTPError as exc:
-        return {"status_code": None, "error": "%s: %s" % (type(exc).__name__, exc)}
-    try:
-        data = response.json()
-    except ValueError:
-        data = {"error": {"message": response.text[:500]}}
-    usage = data.get("usage") or {} if isinstance(data, dict) else {}
-    error = data.get("error") if isinstance(data, dict) else None
-    message = error.get("message") if isinstance(error, dict) else error
-    choices = data.get("choices") or [{}] if isinstance(data, dict) else [{}]
-    return {"status_code": response.status_code, "usage": usage, "error": message,
-            "finish_reason": choices[0].get("finish_reason")}
-
-
 def serve_driver(base_url: str, config: ServedConfig, llm_kwargs: Mapping[str, Any], sequences: int,
                  request_timeout_s: float) -> Driver:
     """The driver of one serve trial: ready, facts, served length, then `sequences` requests at once."""
@@ -187,8 +141,8 @@ def serve_driver(base_url: str, config: ServedConfig, llm_kwargs: Mapping[str, A
                                             % (served, wanted))
                 return found
             session.mark("request")
-            found["request"] = _requests(client, config, served, sequences, request_timeout_s, http)
-            found.update(_verdict(found["request"]))
+            found["request"] = send_requests(client, config, served, sequences, request_timeout_s, http)
+            found.update(verdict(found["request"]))
             return found
 
     return drive
@@ -202,38 +156,3 @@ def _served_len(models: httpx.Response) -> Optional[int]:
     except (ValueError, AttributeError, IndexError):
         return None
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _requests(client: httpx.Client, config: ServedConfig, length: int, sequences: int, timeout_s: float,
-              http: Dict[str, Any]) -> Dict[str, Any]:
-    """`sequences` full-length requests sent at once, each with its own prompt; their usage counted."""
-    sampler = _PeakSampler(client)
-    sampler.start()
-    started = time.monotonic()
-    generated = max(1, min(GENERATED_TOKENS if sequences == 1 else CONCURRENT_GENERATED, length // 4))
-    with ThreadPoolExecutor(max_workers=sequences) as pool:
-        answers = list(pool.map(lambda n: _complete(client, config, length, n, timeout_s, generated),
-                                range(sequences)))
-    sampler.stop.set()
-    sampler.join(timeout=5.0)
-    http["status_codes"] = [answer["status_code"] for answer in answers]
-    http["usage"] = [answer.get("usage") for answer in answers]
-    served = [int((answer.get("usage") or {}).get("total_tokens") or 0) for answer in answers]
-    prompt = (answers[0].get("usage") or {}).get("prompt_tokens") or 0
-    return {"sequences": sequences, "prompt_tokens": prompt, "generated_tokens": served[0] - prompt if prompt else 0,
-            "total_tokens": min(served), "served_tokens": served, "expected_tokens": length,
-            "finish_reason": answers[0].get("finish_reason"), "seconds": round(time.monotonic() - started, 3),
-            "peak_running": sampler.peak_running, "errors": [a["error"] for a in answers if a.get("error")],
-            "http": http}
-
-
-def _verdict(request: Dict[str, Any]) -> Dict[str, Any]:
-    """The probe's status for these answers: ok only when every request served the full length."""
-    if request["errors"]:
-        first = request["errors"][0]
-        return {"status": "request_failed", "exception": {"type": "HTTP %s" % request["http"]["status_codes"][0],
-                                                          "message": str(first)}}
-    if all(tokens == request["expected_tokens"] for tokens in request["served_tokens"]):
-        return {"status": "ok"}
-    return {"status": "request_failed", "request_problem": "served %d of %d tokens" % (
-        request["total_tokens"], request["expected_tokens"])}
