@@ -137,3 +137,17 @@ def test_the_models_maximum_follows_the_installed_vllm(tmp_path):
     assert info.for_version((0, 28, 0)).derived_max_len == 131072
     assert info.for_version((0, 32, 0)).derived_max_len == 32768
     assert info.for_version(None).derived_max_len == 32768
+
+
+def test_the_models_maximum_follows_vllms_own_rules():
+    """As vLLM's _get_and_verify_max_len: Whisper's key, Command-R's model_max_length over the others,
+    the tokenizer's limit when smaller, a boolean as the number it is, no scaling for Gemma3."""
+    base = {"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 256}
+    assert derived_max_len(dict(base, max_position_embeddings=4096, max_target_positions=448)) == 448
+    assert derived_max_len(dict(base, max_position_embeddings=8192, model_max_length=131072)) == 131072
+    assert derived_max_len(dict(base, max_position_embeddings=8192), tokenizer_max=2048.0) == 2048
+    assert derived_max_len(dict(base, max_position_embeddings=8192), tokenizer_max=1e30) == 8192
+    assert derived_max_len(dict(base, max_position_embeddings=8192, seq_length=True)) == 1
+    gemma = dict(base, model_type="gemma3_text", max_position_embeddings=131072,
+                 rope_scaling={"rope_type": "linear", "factor": 8.0})
+    assert derived_max_len(gemma) == 131072 and derived_max_len(dict(gemma, model_type="llama")) == 1048576

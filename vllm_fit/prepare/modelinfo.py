@@ -15,7 +15,7 @@ from ..errors import BadInput
 
 # The keys vLLM reads for the model's maximum length (_get_and_verify_max_len), smallest wins.
 _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                 "model_max_length", "max_sequence_length", "max_seq_length", "seq_len")
+                 "model_max_length", "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 _DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4}
 
 
@@ -107,16 +107,24 @@ YARN_KINDS = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
 YARN_UNSCALED_SINCE = (0, 30)
 
 
-def derived_max_len(config: Dict[str, Any], version: Optional[Tuple[int, ...]] = None) -> Optional[int]:
-    """The model's maximum length as vLLM `version` derives it (minimum of the length keys, RoPE
-    scaling; from 0.30 a YaRN factor no longer multiplies it). No version: the rule before 0.30."""
+def derived_max_len(config: Dict[str, Any], version: Optional[Tuple[int, ...]] = None,
+                    tokenizer_max: Optional[float] = None) -> Optional[int]:
+    """The model's maximum length as vLLM `version` derives it (`_get_and_verify_max_len`): the smallest
+    length key (a boolean counts as the number it is in Python), but config.json's `model_max_length`
+    where it is set (Command-R), then the tokenizer's `model_max_length` if smaller, then RoPE scaling
+    (never for Gemma3, whose maximum is already scaled; from 0.30 a YaRN factor no longer multiplies it).
+    No version: the rule before 0.30."""
     config = _text_config(config)
-    values = [_number(config, key) for key in _MAX_LEN_KEYS if key in config and config[key] is not None]
+    values = [_length_key(config, key) for key in _MAX_LEN_KEYS if key in config and config[key] is not None]
     if not values:
         return None
     derived = float(min(values))
+    if config.get("model_max_length"):
+        derived = _length_key(config, "model_max_length")
+    if tokenizer_max is not None:
+        derived = min(derived, tokenizer_max)
     scaling = config.get("rope_scaling") or config.get("rope_parameters")
-    if isinstance(scaling, dict) and "factor" in scaling:
+    if isinstance(scaling, dict) and "factor" in scaling and "gemma3" not in str(config.get("model_type", "")):
         rope_type = scaling.get("rope_type", scaling.get("type"))
         unscaled = version is not None and version >= YARN_UNSCALED_SINCE and rope_type in YARN_KINDS
         if rope_type not in ("su", "longrope", "llama3", "default", "mrope") and not unscaled:
@@ -126,6 +134,21 @@ def derived_max_len(config: Dict[str, Any], version: Optional[Tuple[int, ...]] =
     if not math.isfinite(derived) or derived < 1 or derived > 1 << 40:
         raise ValueError("the model's maximum length works out to %r" % derived)
     return int(derived)
+
+
+def _length_key(mapping: Dict[str, Any], key: str) -> float:
+    """A length key's value as vLLM compares it: true and false are 1 and 0."""
+    value = mapping.get(key)
+    return float(value) if isinstance(value, bool) else _number(mapping, key)
+
+
+def tokenizer_max_len(folder: Path) -> Optional[float]:
+    """tokenizer_config.json's `model_max_length` (vLLM takes the smaller of it and the config's)."""
+    try:
+        value = json.loads((folder / "tokenizer_config.json").read_text()).get("model_max_length")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def _number(mapping: Dict[str, Any], key: str, where: str = "") -> float:
@@ -211,8 +234,9 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         if not isinstance(config, dict):
             raise ValueError("it is not a JSON object")
         text = _text_config(config)
-        derived = derived_max_len(config)
-        current = derived_max_len(config, YARN_UNSCALED_SINCE)
+        tokenizer = tokenizer_max_len(path)
+        derived = derived_max_len(config, tokenizer_max=tokenizer)
+        current = derived_max_len(config, YARN_UNSCALED_SINCE, tokenizer)
         kv_per_token = kv_bytes_per_token(config)
         window = sliding_window(config)
     except (UnicodeDecodeError, ValueError, TypeError, ZeroDivisionError) as exc:
