@@ -57,3 +57,13 @@ def test_help_lists_every_option(capsys):
                    "--tensor-parallel-size", "--engine-arg", "--python", "--trial-timeout", "--strategy",
                    "--out", "--report"):
         assert option in out
+
+
+def test_a_model_under_home_is_passed_to_vllm_expanded():
+    """vLLM would take `~/models/x` for a hub id: the tool reads and launches the expanded path."""
+    import os
+
+    from vllm_fit.prepare.inputs import model_name
+
+    assert model_name("--model", "~/models/x") == os.path.join(os.path.expanduser("~"), "models", "x")
+    assert model_name("--model", "Qwen/Qwen2.5-7B-Instruct") == "Qwen/Qwen2.5-7B-Instruct"

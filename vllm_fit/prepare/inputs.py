@@ -140,11 +140,12 @@ def flag(flag_name: str, raw: Any) -> bool:
 
 
 def model_name(flag_name: str, raw: Any) -> str:
-    """A non-empty model directory or hub id."""
+    """A non-empty model directory or hub id; `~/...` expanded here, since vLLM would take it as a hub id."""
     if not isinstance(raw, str) or not raw.strip() or "\x00" in raw:
         raise BadInput("%s must name a model directory or a hub id, got %r; e.g. %s Qwen/Qwen2.5-7B-Instruct"
                        % (flag_name, raw, flag_name))
-    return raw.strip()
+    name = raw.strip()
+    return os.path.expanduser(name) if name.startswith("~") else name
 
 
 def choice(enum: Type[Enum]) -> Callable[[str, Any], Any]:
