@@ -81,3 +81,20 @@ def test_a_sliding_window_on_v1_does_not_rule_levels_out_by_the_full_attention_n
                                          model)
     history = [request_oom(0.95, 32768, 100, 0.06 * TOTAL)]
     assert search._lowest_plausible(history) is None
+
+
+def test_without_auto_fit_the_first_launch_is_a_length_that_starts_where_the_longest_cannot():
+    """26 GiB of weights on 40 GiB: even with nothing else beside them, 131072 tokens (16 GiB of KV)
+    cannot fit at 0.95, so the first launch leaves 4 + 2 GiB for the activations, graphs and context:
+    (38 - 27.3 - 6) GiB / 128 KiB a token. On 80 GiB the longest candidate may fit: launched as it is."""
+    space = LengthSpace(1, 131072, 16)
+
+    def first(total: float) -> int:
+        model = KvModel(bytes_per_token=131072, total_bytes=total, regime=Regime.of("0.11.0"),
+                        weights_bytes=26 * GIB)
+        search = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), model, prior=True)
+        return search.propose([]).max_model_len
+
+    spare = 0.95 * 40 * GIB - 1.05 * 26 * GIB - 0.1 * 40 * GIB - 2 * GIB
+    assert first(40 * GIB) == (int(spare // PAGE) - 1) * 16  # one block held back for the request (V1 0.8+)
+    assert first(80 * GIB) == 131072
