@@ -95,7 +95,10 @@ class LeastMemoryForLength(Objective):
         if best is None:
             if not seen:
                 return grid.candidate(top, self.length)  # measure once at the top to predict from
-            nxt = (low_bad + top + 1) // 2  # no prediction, or it missed: bisect what is left
+            if grid.kind == "kv_cache_memory_bytes":  # a KV size is usually small beside the free memory
+                nxt = min(top, max(low_bad + 1, 2 * low_bad))  # no prediction, or it missed low: gallop up
+            else:  # a utilization is usually high (the weights take most of the device): bisect
+                nxt = (low_bad + top + 1) // 2
             return grid.candidate(nxt, self.length) if nxt not in seen and nxt > low_bad else None
         middle = (low_bad + upper) // 2
         if middle <= low_bad or middle in seen:
