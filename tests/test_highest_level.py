@@ -28,14 +28,21 @@ def request_oom(util: float, length: int, blocks: int, shortfall: float) -> Obse
                        oom_shortfall_bytes=shortfall, oom_stage=OomStage.REQUEST)
 
 
-def test_numbers_that_allowed_a_level_that_ran_out_are_not_trusted_alone():
-    """Each OOM's numbers say one step down (a small failing allocation); after the first is wrong,
-    the search gallops down from the lowest level that ran out instead of walking 0.01 at a time."""
+def test_numbers_that_allowed_a_level_that_ran_out_are_dropped_for_a_gallop_down():
+    """The first OOM's numbers said one step down, and 0.94 ran out too: from then on no error's
+    numbers steer (the second one's point ten levels down); the search gallops down from the lowest
+    level that ran out, 1, 2, then 4 levels, instead of walking 0.01 at a time or jumping far."""
     space = LengthSpace(1, 32768, 16)
     step = 0.01 * TOTAL
-    history = [request_oom(0.95, 30000, 2000, 0.5 * step), request_oom(0.94, 29000, 1890, 0.5 * step)]
-    nxt = objective(space).propose(history)
-    assert nxt.gpu_memory_utilization == 0.92  # 0.94 - 2 steps, not 0.93
+    history = [request_oom(0.95, 30000, 2000, 0.5 * step), request_oom(0.94, 29000, 1890, 10 * step)]
+    search = objective(space)
+    taken = []
+    for blocks in (1780, 1670):
+        nxt = search.propose(history)
+        taken.append(nxt.gpu_memory_utilization)
+        history.append(request_oom(nxt.gpu_memory_utilization, nxt.max_model_len, blocks, 0.5 * step))
+    taken.append(search.propose(history).gpu_memory_utilization)
+    assert taken == [0.93, 0.91, 0.87]
 
 
 def test_a_level_that_serves_above_what_the_numbers_allowed_ends_their_use():

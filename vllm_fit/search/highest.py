@@ -4,7 +4,8 @@ Pure like the length strategies. Utilization levels (0.01 steps, at most the cap
 below it no length fits, above it the level runs out of memory. Each level gets its own length
 search, started at the length the measured pools predict there. An out-of-memory error's numbers
 point at a level; they name one allocation, not the whole shortfall, so they are a first guess to
-verify, never a proof, and once they have been wrong the bracket is bisected.
+verify, never a proof. Once they have been wrong they steer no more: the search gallops down from
+the lowest level that ran out (1, 2, 4 levels) and bisects the bracket.
 """
 
 from __future__ import annotations
@@ -125,8 +126,8 @@ class LongestAtHighestUtilization(Objective):
         wrong = bool(guesses) and self._numbers_wrong(history, guesses)
         if guesses and not (wrong and best is not None):  # once wrong and a level serves, only bisect
             guess = min(s for _, s in guesses)
-            if wrong:  # they allowed a level that ran out of memory: gallop down as well
-                guess = min(guess, min(high) - 2 ** (len(high) - 1))
+            if wrong:  # they allowed a level that ran out of memory: drop them, gallop down 1, 2, 4 levels
+                guess = min(high) - 2 ** max(0, len(high) - 2)
             # never above a level already too high, nor below what the pools say could hold a sequence
             safe = min(top, max(guess, floor + 1, self._lowest_plausible(history) or grid.lowest))
             if lower < safe and safe not in levels:
@@ -169,16 +170,17 @@ class LongestAtHighestUtilization(Objective):
     def _predicted_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
         """The length a new level's pool holds, from the pools measured at other levels (None: unknown).
 
-        The lower end of the constant keeps the guess on the side that starts; the launch verifies
-        it, and its own pool corrects it. Where the pool cannot hold the shortest candidate, the
-        shortest candidate is what decides the level.
+        The middle of the constant's bounds gives the likelier of the (at most two) block counts they
+        allow: the launch verifies it, and a miss costs one launch either way (a start one block too
+        long reports vLLM's own estimate; a short one its pool). Where the pool cannot hold the
+        shortest candidate, the shortest candidate is what decides the level.
         """
         total, page = self.model.total(history), self.model.page_bytes(history)
         bounds = self._constant_bounds(history)
         if not total or not page or bounds is None:
             return None
         space = self.strategy.space
-        blocks = int((bounds[0] + self.grid.value(level) * total) // page)
+        blocks = int(((bounds[0] + bounds[1]) / 2 + self.grid.value(level) * total) // page)
         length = space.floor(self.model.regime.servable_len(blocks, self.model.block_size(history),
                                                             self.model.sliding_window, self.model.sequences))
         ceiling = self._ceiling(history)

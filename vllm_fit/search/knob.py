@@ -15,6 +15,8 @@ from ..outcome import Outcome
 from .base import LEVEL_OOM, Candidate, Observation
 
 _EPS = 1e-9
+CONTEXT_AND_LEAST_ACTIVATIONS = 0.5 * (1 << 30)
+"""The least a GPU engine holds beside its weights and KV cache (CUDA context, activation peak)."""
 
 
 @dataclass(frozen=True)
@@ -134,9 +136,9 @@ class KvModel:
     def prior_length(self, utilization: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
         """A first length at this utilization before any pool was measured, on the side that starts.
 
-        None unless the model's numbers say for certain that the longest candidate cannot fit (even
-        with nothing but the weights beside the KV cache): there the longest candidate would only
-        fail, while a length that starts also says whether the request runs out of memory. The
+        None where the longest candidate could plausibly fit (beside the weights, the CUDA context and
+        the least activation peak): elsewhere the longest candidate would only fail, while a length
+        that starts also says whether the request runs out of memory. The
         guess leaves room for the activations, CUDA graphs and the context (a tenth of the device
         and 2 GiB); a miss costs nothing, since a too-long start reports vLLM's estimate all the same.
         """
@@ -144,9 +146,10 @@ class KvModel:
         if not self.plain or not page or not total or not weights:
             return None
         size = self.guess_block_size
-        certain = self.regime.servable_len(int((utilization * total - 0.9 * weights) // page), size,
-                                           self.sliding_window, self.sequences)
-        if certain >= highest:
+        beside = weights + CONTEXT_AND_LEAST_ACTIVATIONS
+        plausible = self.regime.servable_len(int((utilization * total - beside) // page), size,
+                                             self.sliding_window, self.sequences)
+        if plausible >= highest:
             return None
         spare = utilization * total - 1.05 * weights - 0.1 * total - (2 << 30)
         length = self.regime.servable_len(int(max(spare, 0) // page), size, self.sliding_window, self.sequences)
