@@ -105,3 +105,37 @@ def test_without_auto_fit_the_first_launch_is_a_length_that_starts_where_the_lon
     spare = 0.95 * 40 * GIB - 1.05 * 26 * GIB - 0.1 * 40 * GIB - 2 * GIB
     assert first(40 * GIB) == (int(spare // PAGE) - 1) * 16  # one block held back for the request (V1 0.8+)
     assert first(80 * GIB) == 131072
+    # 16 GiB of KV beside 26 GiB of weights and half a GiB for the context and activations: 42.5 GiB,
+    # 95% of 44.7 GiB
+    assert first(45 * GIB) == 131072 and first(44 * GIB) < 131072
+
+
+def test_pools_measured_at_the_shortest_length_prove_the_levels_below_too_small():
+    """Class 3: 4096 tokens ran out of memory on the request at 0.81 and 0.80 (380 and 268 blocks,
+    about 112 a level). 0.79 would hold about 156 blocks, fewer than the 257 that 4096 tokens need:
+    nothing fits, proven without launching 0.79, and the reason names both ends."""
+    space = LengthSpace(4096, 65536, 1024)
+    search = objective(space, "0.17.1")
+    history = [request_oom(0.81, 4096, 380, 1.86 * GIB), request_oom(0.80, 4096, 268, 1.86 * GIB)]
+    assert search.propose(history) is None
+    why = search.why_nothing_fits(history)
+    assert "0.8 and above" in why and "0.79 and below" in why and "4096 tokens" in why
+
+
+def test_pools_measured_at_longer_lengths_only_guide_the_levels_below():
+    """The same pools measured at 8192 tokens: a shorter length may profile smaller and get a larger
+    pool, so 0.79 is not ruled out without a launch."""
+    space = LengthSpace(4096, 65536, 1024)
+    history = [request_oom(0.81, 8192, 380, 1.86 * GIB), request_oom(0.80, 8192, 268, 1.86 * GIB)]
+    nxt = objective(space, "0.17.1").propose(history)
+    assert nxt is not None and nxt.gpu_memory_utilization <= 0.79
+
+
+def test_the_gallop_counts_only_the_levels_the_numbers_allowed():
+    """0.81 found too little free memory (not the numbers' doing); 0.79's numbers allowed 0.76, which
+    ran out too: the gallop's first step is one level, to 0.75, not two."""
+    space = LengthSpace(1, 32768, 128)
+    step = 0.01 * TOTAL
+    history = [Observation(32768, 32768, Outcome.FREE_MEMORY_SHORT, memory=0.81, free_fraction=0.793),
+               request_oom(0.79, 27136, 1699, 2.6 * step), request_oom(0.76, 14592, 919, 0.5 * step)]
+    assert objective(space, "0.28.0").propose(history).gpu_memory_utilization == 0.75

@@ -91,11 +91,14 @@ def objective_for(prepared: Prepared) -> Objective:
             utilization_grid(prepared.utilization_cap or request.max_utilization),
             lambda: length_strategy(request.strategy, prepared.space, prepared.use_autofit), kv_model(prepared),
             prior=request.strategy is Strategy.PREDICT and not prepared.use_autofit)
-    first = None
+    first, space = None, prepared.space
     if request.kv_cache_memory is not None:  # a fixed KV size in known pages: its length is known before a launch
-        space = prepared.space
         first = kv_model(prepared).length_for_bytes(request.kv_cache_memory, space.lowest, space.highest,
                                                     space.granularity)
+    elif request.gpu_memory_utilization is not None and request.strategy is Strategy.PREDICT \
+            and not prepared.use_autofit:  # where the longest cannot fit, a first length that starts says more
+        first = kv_model(prepared).prior_length(request.gpu_memory_utilization, space.lowest, space.highest,
+                                                space.granularity)
     return LongestAtFixedMemory(length_strategy(request.strategy, prepared.space, prepared.use_autofit, first),
                                 request.gpu_memory_utilization, request.kv_cache_memory)
 

@@ -111,6 +111,9 @@ class LongestAtHighestUtilization(Objective):
         top = self._top(history)
         if weights_do_not_fit(history) or profile_does_not_fit(history, self.strategy.space.lowest):
             return None
+        possible = self._lowest_possible(history)
+        if possible is not None and top < possible:
+            return None  # below the lowest level too high, no pool holds the shortest candidate
         levels = {grid.index(o.memory) for o in history if o.memory is not None}
         high = [i for i in levels if any(too_high(o) for o in self._at(history, i))]
         failed_low = [i for i in levels if self._works(history, i) is False and i not in high]
@@ -126,8 +129,9 @@ class LongestAtHighestUtilization(Objective):
         wrong = bool(guesses) and self._numbers_wrong(history, guesses)
         if guesses and not (wrong and best is not None):  # once wrong and a level serves, only bisect
             guess = min(s for _, s in guesses)
-            if wrong:  # they allowed a level that ran out of memory: drop them, gallop down 1, 2, 4 levels
-                guess = min(high) - 2 ** max(0, len(high) - 2)
+            if wrong:  # levels they allowed ran out of memory: drop them, gallop down 1, 2, 4 levels
+                allowed = max(s for _, s in guesses)
+                guess = min(high) - 2 ** max(0, len([i for i in high if i <= allowed]) - 1)
             # never above a level already too high, nor below what the pools say could hold a sequence
             safe = min(top, max(guess, floor + 1, self._lowest_plausible(history) or grid.lowest))
             if lower < safe and safe not in levels:
@@ -145,7 +149,16 @@ class LongestAtHighestUtilization(Objective):
         """The lowest level whose pool could hold the shortest candidate, by the pools measured so far
         at their most optimistic (a guess to start from, not a proof: a shorter length may profile
         smaller). None when the pools or the page size are unknown."""
-        bounds = self._constant_bounds(history)
+        return self._lowest_holding(history, history)
+
+    def _lowest_possible(self, history: Sequence[Observation]) -> Optional[int]:
+        """The same from the pools measured at the shortest candidate itself: a proof, since a pool
+        depends on nothing else that changes (None: no such pool)."""
+        lowest = self.strategy.space.lowest
+        return self._lowest_holding(history, [obs for obs in history if obs.length == lowest])
+
+    def _lowest_holding(self, history: Sequence[Observation], pools: Sequence[Observation]) -> Optional[int]:
+        bounds = self._constant_bounds(history, pools)
         page = self.model.page_bytes(history)
         total = self.model.total(history)
         if bounds is None or not page or not total or not self.model.plain:
@@ -153,11 +166,13 @@ class LongestAtHighestUtilization(Objective):
         need = self.model.need_bytes(self.strategy.space.lowest, history) or 0.0
         return self.grid.up((need - bounds[1]) / total)
 
-    def _constant_bounds(self, history: Sequence[Observation]) -> Optional[Tuple[float, float]]:
+    def _constant_bounds(self, history: Sequence[Observation],
+                         pools: Optional[Sequence[Observation]] = None) -> Optional[Tuple[float, float]]:
         """Bounds on the KV budget's constant: a level's pool is that constant plus utilization x total.
-        Each measured pool bounds it to within a block; together they narrow it."""
+        Each measured pool (of `pools`, else of all trials) bounds it to within a block; together they
+        narrow it."""
         total = self.model.total(history)
-        sized = [(obs.memory, self.model.kv_range(obs, history)) for obs in history
+        sized = [(obs.memory, self.model.kv_range(obs, history)) for obs in (history if pools is None else pools)
                  if obs.memory is not None and obs.started and obs.blocks is not None]
         bounds = [(kv[0] - memory * total, kv[1] - memory * total) for memory, kv in sized if kv and total]
         if not bounds:
@@ -207,7 +222,7 @@ class LongestAtHighestUtilization(Objective):
 
     def why_nothing_fits(self, history: Sequence[Observation]) -> Optional[str]:
         return super().why_nothing_fits(history) or squeezed_between(
-            self.grid, history, None, "a sequence of %d tokens" % self.strategy.space.lowest)
+            self.grid, history, self._lowest_possible(history), "a sequence of %d tokens" % self.strategy.space.lowest)
 
     def fit(self, history: Sequence[Observation]) -> Optional[int]:
         working = [self.grid.index(o.memory) for o in history if o.outcome is Outcome.OK and o.memory is not None]
