@@ -6,6 +6,8 @@ failure class of issue 8 that the simulator worlds found (tests/simulator/worlds
 
 from __future__ import annotations
 
+import pytest
+
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import OomStage, Outcome
 from vllm_fit.search.base import LengthSpace, Observation
@@ -139,3 +141,14 @@ def test_the_gallop_counts_only_the_levels_the_numbers_allowed():
     history = [Observation(32768, 32768, Outcome.FREE_MEMORY_SHORT, memory=0.81, free_fraction=0.793),
                request_oom(0.79, 27136, 1699, 2.6 * step), request_oom(0.76, 14592, 919, 0.5 * step)]
     assert objective(space, "0.28.0").propose(history).gpu_memory_utilization == 0.75
+
+
+def test_a_new_level_starts_at_the_likelier_of_the_two_pools_the_measured_ones_allow():
+    """993 blocks at 0.90 put 0.94's pool at 993.0-994.0 + 450.6 blocks: 1443 or 1444, 1444 the
+    likelier (0.56 of the range). The search starts 0.94 there (1443 blocks after the null block, on
+    0.32), not one block short."""
+    space = LengthSpace(1, 131072, 16)
+    search = objective(space)
+    history = [Observation(15872, 15872, Outcome.OK, hint=15872, memory=0.90, blocks=993, block_size=16)]
+    assert pytest.approx(450.56) == 0.04 * TOTAL / PAGE
+    assert search._predicted_length(history, search.grid.index(0.94)) == 1443 * 16

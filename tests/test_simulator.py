@@ -186,3 +186,12 @@ def test_explore_reports_an_alternative_that_also_fails(tmp_path):
     assert answer.exit_code == 1
     assert [row["alternative"] for row in rows] == ["kv_cache_dtype=fp8"]  # one device: no TP
     assert rows[0]["verified"] is False and rows[0]["stop"] == "nothing_fits" and rows[0]["launches"] >= 1
+
+
+def test_at_a_fixed_utilization_the_first_launch_is_a_length_that_starts(tmp_path):
+    """Without auto-fit (0.14) and with the weights leaving no room for 65536 tokens at 0.76, the first
+    launch is a length that starts: its request runs out of memory at the shortest candidate, which
+    proves nothing fits in that one launch (launching 65536 first took three)."""
+    case = next(c for c in CASES if c.name == "class3-fixed-util-request-oom-0.14")
+    answer = run_tool(case, tmp_path)
+    assert score(case, answer, truth(case)).right and answer.launches == 1, answer

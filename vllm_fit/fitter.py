@@ -86,17 +86,18 @@ def objective_for(prepared: Prepared) -> Objective:
         grid = (_kv_grid(prepared, model) if kind is ObjectiveKind.LEAST_KV_MEMORY
                 else utilization_grid(prepared.utilization_cap or request.max_utilization))
         return LeastMemoryForLength(grid, request.target_len or 0, model)
+    # without vLLM's auto-fit, where the longest cannot fit, a first length that starts says more
+    prior = request.strategy is Strategy.PREDICT and not prepared.use_autofit
     if kind is ObjectiveKind.HIGHEST_UTILIZATION:
         return LongestAtHighestUtilization(
             utilization_grid(prepared.utilization_cap or request.max_utilization),
             lambda: length_strategy(request.strategy, prepared.space, prepared.use_autofit), kv_model(prepared),
-            prior=request.strategy is Strategy.PREDICT and not prepared.use_autofit)
+            prior=prior)
     first, space = None, prepared.space
     if request.kv_cache_memory is not None:  # a fixed KV size in known pages: its length is known before a launch
         first = kv_model(prepared).length_for_bytes(request.kv_cache_memory, space.lowest, space.highest,
                                                     space.granularity)
-    elif request.gpu_memory_utilization is not None and request.strategy is Strategy.PREDICT \
-            and not prepared.use_autofit:  # where the longest cannot fit, a first length that starts says more
+    elif request.gpu_memory_utilization is not None and prior:
         first = kv_model(prepared).prior_length(request.gpu_memory_utilization, space.lowest, space.highest,
                                                 space.granularity)
     return LongestAtFixedMemory(length_strategy(request.strategy, prepared.space, prepared.use_autofit, first),
