@@ -10,14 +10,16 @@ import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from .advice.diagnosis import diagnose
 from .advice.explore import explore
 from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
+from .logs.kv_groups import KvLayout, candidate_layouts
 from .prepare import Prepared
-from .prepare.request import OPTIONS, ExploreWeights, ObjectiveKind, Strategy
+from .prepare.modelinfo import kv_element_bytes
+from .prepare.request import OPTIONS, ExploreWeights, ObjectiveKind, Strategy, Via
 from .redact import public_args
 from .report import build_report, environment
 from .search.base import LengthSpace
@@ -37,13 +39,37 @@ from .trial.runner import trial_environment
 
 def kv_model(prepared: Prepared) -> KvModel:
     """What is known about KV cost per device before launching."""
-    request = prepared.request
-    return KvModel(bytes_per_token=prepared.model.kv_bytes_per_rank(request.tensor_parallel_size,
-                                                                   request.engine_args),
+    request, model = prepared.request, prepared.model
+    layouts = kv_layouts(prepared)
+    per_layer = model.layer_kv_bytes_per_token
+    if per_layer and model.num_kv_heads:
+        per_layer = per_layer // model.num_kv_heads * max(1, model.num_kv_heads // request.tensor_parallel_size)
+    return KvModel(bytes_per_token=model.kv_bytes_per_rank(request.tensor_parallel_size, request.engine_args),
                    total_bytes=prepared.devices.preflight.total_bytes, regime=prepared.regime,
                    guess_block_size=prepared.guess_block_size, sequences=request.concurrency,
-                   sliding_window=prepared.model.sliding_window, weights_bytes=_weights_per_rank(prepared),
-                   plain=prepared.model.plain_attention(prepared.regime.v1))
+                   sliding_window=model.sliding_window, weights_bytes=_weights_per_rank(prepared),
+                   plain=model.plain_attention(prepared.regime.v1), layout=layouts[0] if layouts else None,
+                   layer_bytes_per_token=per_layer if kv_element_bytes(request.engine_args) == "model" else None,
+                   in_flight_guess=_in_flight_guess(prepared))
+
+
+def kv_layouts(prepared: Prepared) -> Tuple[KvLayout, ...]:
+    """The KV cache groups vLLM may give a model that is not plain attention (none for plain models:
+    their blocks map to lengths directly)."""
+    if prepared.model.plain_attention(prepared.regime.v1):
+        return ()
+    return candidate_layouts(prepared.model.layer_windows)
+
+
+def _in_flight_guess(prepared: Prepared) -> Optional[int]:
+    """max_num_batched_tokens as vLLM defaults it, where known before a launch: the CPU backend's
+    (2048 served, 4096 for LLM; no async scheduling), or the engine argument."""
+    given = prepared.request.engine_args.get("max_num_batched_tokens")
+    if isinstance(given, int) and not isinstance(given, bool) and given > 0 and prepared.regime.cpu:
+        return given
+    if prepared.regime.cpu:
+        return 2048 if prepared.request.via is Via.SERVE else 4096
+    return None
 
 
 def _weights_per_rank(prepared: Prepared) -> Optional[float]:
@@ -125,7 +151,8 @@ def trial_plan(prepared: Prepared, work_dir: Any) -> TrialPlan:
     context = TrialContext(prepared.interpreter.vllm_version, prepared.guess_block_size,
                            plain_attention=prepared.model.plain_attention(prepared.regime.v1),
                            kv_bytes_fixed=request.kv_cache_memory is not None, cpu=prepared.regime.cpu,
-                           sliding_window=prepared.model.sliding_window, sequences=request.concurrency)
+                           sliding_window=prepared.model.sliding_window, sequences=request.concurrency,
+                           layouts=kv_layouts(prepared))
     base = {"model": request.model, "tensor_parallel_size": request.tensor_parallel_size, **request.engine_args}
     if request.concurrency > 1:
         base.setdefault("max_num_seqs", request.concurrency)  # what the delivered YAML promises

@@ -94,6 +94,8 @@ class CapacityFacts:
     activation_gib: Optional[float] = None
     non_torch_gib: Optional[float] = None
     cudagraph_gib: Optional[float] = None
+    max_num_batched_tokens: Optional[int] = None
+    """The scheduler's token budget per step, as logged ("Chunked prefill is enabled with ...")."""
     engine_version: Optional[str] = None
     engine: Optional[str] = None
     """"v0" or "v1", from the engine banner or a V0 fallback warning."""

@@ -24,6 +24,9 @@ STOPPING_OUTCOMES = frozenset({Outcome.BAD_CONFIG, Outcome.CRASH, Outcome.ENVIRO
 MAX_TRIALS = 64
 MAX_TIMEOUTS_IN_A_ROW = 2
 """A timeout rules out its length (try shorter); this many in a row, with no success, end the search."""
+MAX_TIMEOUTS_WITH_A_FIT = 6
+"""Once a length served, timeouts above it narrow the range between the fit and the lowest length that
+hangs (each costs a whole trial timeout); this many in all end the search with that range unproven."""
 
 
 class StopReason(str, Enum):
@@ -71,15 +74,38 @@ def _stop_before(records: List[TrialRecord], objective: Objective) -> Optional[t
     if stopper is not None:
         return StopReason.STOPPING_OUTCOME, "trial %d ended %s: %s" % (stopper.index, stopper.outcome.value,
                                                                        stopper.detail)
+    served = [r for r in records if r.outcome is Outcome.OK and r.length is not None]
+    timeouts = [r for r in records if r.outcome is Outcome.TIMEOUT]
+    if served and len(timeouts) >= MAX_TIMEOUTS_WITH_A_FIT:
+        return StopReason.TIMEOUTS, "%d trials timed out (trials %s); %s; raise --trial-timeout or check the" \
+            " log" % (len(timeouts), ", ".join(str(r.index) for r in timeouts), _unproven_range(served, timeouts))
     tail = records[-MAX_TIMEOUTS_IN_A_ROW:]
-    if len(tail) == MAX_TIMEOUTS_IN_A_ROW and all(r.outcome is Outcome.TIMEOUT for r in tail):
-        served = any(r.outcome is Outcome.OK for r in records)
-        return StopReason.TIMEOUTS, "%d trials in a row timed out (trials %s)%s; raise --trial-timeout or" \
-            " check the log" % (len(tail), ", ".join(str(r.index) for r in tail),
-                                " above the longest verified length" if served else " and none served")
+    if not served and len(tail) == MAX_TIMEOUTS_IN_A_ROW and all(r.outcome is Outcome.TIMEOUT for r in tail):
+        return StopReason.TIMEOUTS, "%d trials in a row timed out (trials %s) and none served; raise" \
+            " --trial-timeout or check the log" % (len(tail), ", ".join(str(r.index) for r in tail))
     if len(records) >= MAX_TRIALS:
         return StopReason.TRIAL_LIMIT, "stopped after %d trials" % MAX_TRIALS
     return None
+
+
+def _unproven_range(served: List[TrialRecord], timeouts: List[TrialRecord]) -> str:
+    """What hangs leave open: the lengths between the longest that served and the shortest that hung."""
+    best = max(r.length or 0 for r in served)
+    hung = min((r.length for r in timeouts if r.length is not None and r.length > best), default=None)
+    if hung is None:
+        return "the longest verified length is %d" % best
+    return "lengths from %d (served) to %d (hung) are unproven" % (best, hung)
+
+
+def _rests_on_a_hang(records: List[TrialRecord], objective: Objective) -> Optional[str]:
+    """Where the search is complete only because starts hung (without them it would launch again): say
+    so; a hang may be a slow machine, not a length that cannot work."""
+    timeouts = [r for r in records if r.outcome is Outcome.TIMEOUT]
+    if not timeouts or objective.propose([r.observation() for r in records if r not in timeouts]) is None:
+        return None
+    served = [r for r in records if r.outcome is Outcome.OK and r.length is not None]
+    return "the search ends where starts hung (trials %s timed out after %s s), not where vLLM refused: %s" % (
+        ", ".join(str(r.index) for r in timeouts), timeouts[-1].timeout_s, _unproven_range(served, timeouts))
 
 
 def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener] = None,
@@ -141,6 +167,9 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
             detail = "the fit found on dummy weights (trial %d) did not serve with the real weights: %s: %s;" \
                 " rerun with --real-weights" % (explored.index, best.outcome.value, best.detail)
             return StudyResult(records, None, StopReason.STOPPING_OUTCOME, detail, launches, notes)
+    hang = _rests_on_a_hang(records, objective) if best is not None and stop is StopReason.COMPLETE else None
+    if hang is not None:
+        stop, detail = StopReason.TIMEOUTS, hang
     if not stop.proven:
         if best is not None:
             notes.append("best verified so far: trial %d (not proven the best)" % best.index)

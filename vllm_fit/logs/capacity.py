@@ -9,9 +9,10 @@ carries its block count and, with auto-fit, the length vLLM chose.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..outcome import CapacityFacts, Outcome
+from .kv_groups import KvLayout, agreed_longest, calibrated, in_flight_options
 from .regime import Engine, Regime
 
 GIB = 1 << 30
@@ -58,9 +59,37 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
     return None
 
 
+def layout_len(facts: CapacityFacts, regime: Regime, block_size: int, layouts: Sequence[KvLayout]) -> Optional[int]:
+    """The longest length a started trial's pool holds by vLLM's KV cache groups (0.29+), where the
+    candidate layouts that reproduce its printed figures agree; None otherwise."""
+    blocks, length = facts.num_blocks, facts.concurrency_len
+    if not layouts or not regime.v1 or not regime.null_block_in_start_check or not blocks or not length:
+        return None
+    tokens = facts.kv_cache_tokens if regime.since(0, 20, 1) else None
+    pairs = calibrated(layouts, in_flight_options(facts.max_num_batched_tokens, regime.cpu), block_size, blocks,
+                       length, tokens, facts.max_concurrency)
+    return agreed_longest(pairs, block_size, blocks) if pairs else None
+
+
+def hint_is_exact(outcome: Outcome, facts: CapacityFacts, regime: Regime, plain_attention: bool,
+                  layouts: Sequence[KvLayout] = ()) -> bool:
+    """Whether the hint is the pool's own limit (one token more does not start or serve with this
+    pool), not a pessimistic reading of rounded numbers."""
+    if outcome is Outcome.KV_TOO_SMALL:
+        if facts.estimated_max_len is not None:
+            return regime.null_block_in_start_check or not regime.request_needs_null_block or plain_attention
+        return facts.error_capacity_tokens is not None and plain_attention
+    if facts.num_blocks is None and facts.kv_cache_tokens is None:
+        return False
+    if plain_attention or not regime.v1:
+        return not (facts.autofit_reduced and not regime.autofit_serves)
+    size = facts.block_size or 0
+    return bool(size) and layout_len(facts, regime, size, layouts) is not None
+
+
 def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_size: int,
                  plain_attention: bool = True, sliding_window: Optional[int] = None,
-                 sequences: int = 1) -> Optional[int]:
+                 sequences: int = 1, layouts: Sequence[KvLayout] = ()) -> Optional[int]:
     """The longest max_model_len this trial's numbers say starts and serves (`sequences` requests of
     it at once), or None when they say nothing.
 
@@ -69,6 +98,9 @@ def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_s
 
     plain_attention: the model is full attention only, so block counts translate into lengths.
     block_size: the engine's (from facts when it printed it, else the best guess).
+    layouts: for other models, the KV cache groups vLLM may give them (kv_groups.py): where the
+    trial's figures pin one down, its pool's limit. An auto-fit that kept the model's length ("full
+    model context length N fits") proves nothing above N: its pool speaks, or nothing does.
     """
     size = facts.block_size or block_size
     if outcome is Outcome.KV_TOO_SMALL:
@@ -85,6 +117,4 @@ def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_s
     if (plain_attention or not regime.v1) and blocks is not None:
         pooled = regime.servable_len(blocks, size, sliding_window)
         return max(pooled, facts.autofit_len) if facts.autofit_len is not None else pooled
-    if facts.autofit_len is not None and facts.autofit_reduced is False:
-        return facts.autofit_len  # auto-fit says the model's full context fits
-    return None
+    return layout_len(facts, regime, size, layouts)

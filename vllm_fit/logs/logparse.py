@@ -17,6 +17,7 @@ from .patterns import (
     AUTOFIT_REDUCED,
     AVAILABLE_KV,
     BANNER,
+    BATCHED_TOKENS,
     BLOCK_OVERRIDE,
     BLOCKS,
     CONCURRENCY,
@@ -152,6 +153,9 @@ def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
             facts.autofit_from, facts.autofit_len = numbers[0], numbers[1]
         else:
             facts.autofit_from = facts.autofit_len = int(full[-1][1].group(1))
+    batched = find_all(BATCHED_TOKENS, lines)
+    if batched:
+        facts.max_num_batched_tokens = int(batched[-1][1].group(1))
     using = find_all(USING_MAX_LEN, lines)
     if using:
         facts.effective_max_model_len = int(using[-1][1].group(1))

@@ -52,6 +52,7 @@ AUTOFIT_REDUCED = re.compile(
     r"|--max-model-len auto reduced max_model_len from (\d+) to (\d+)"
 )
 AUTOFIT_FULL = re.compile(r"Auto-fit max_model_len: full model context length (\d+) fits")
+BATCHED_TOKENS = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(\d+)")
 USING_MAX_LEN = re.compile(r"Using max model len (\d+)")
 BANNER = re.compile(r"Initializing an? (?:(V[01]) )?LLM engine \(v([^)\s]+)\)")
 V0_FALLBACK = re.compile(r"is not supported by the V1 Engine\. Falling back to V0")

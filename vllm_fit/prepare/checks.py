@@ -50,8 +50,8 @@ def length_space(request: SearchRequest, model: ModelInfo, notes: List[str]) -> 
     long_ok = request.env.get(LONG_LEN_ENV) in ("1", "true", "True")
     if request.target_len is not None:
         if derived is not None and request.target_len > derived and not long_ok:
-            raise BadInput("--target-len %d is over the model's maximum %d (config.json); lower it (or set %s=1)"
-                           % (request.target_len, derived, LONG_LEN_ENV))
+            raise BadInput("--target-len %d is over the model's maximum %d (from %s); lower it (or set %s=1)"
+                           % (request.target_len, derived, model.max_len_source, LONG_LEN_ENV))
         return LengthSpace(request.target_len, request.target_len, 1)
     max_len = request.max_len
     if max_len is None:
@@ -61,8 +61,8 @@ def length_space(request: SearchRequest, model: ModelInfo, notes: List[str]) -> 
                            " hub id vLLM downloads" % request.model)
         max_len = derived
     elif derived is not None and max_len > derived and not long_ok:
-        notes.append("--max-len %d is over the model's maximum %d (config.json); searching up to %d"
-                     % (max_len, derived, derived))
+        notes.append("--max-len %d is over the model's maximum %d (from %s); searching up to %d"
+                     % (max_len, derived, model.max_len_source, derived))
         max_len = derived
     min_len = request.min_len or 1
     if min_len > max_len:

@@ -12,11 +12,15 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import BadInput
+from .attention import DTYPE_BYTES as _DTYPE_BYTES
+from .attention import kv_bytes_per_token, layer_kv_bytes_per_token, layer_windows, sliding_window, text_config
+
+__all__ = ["ModelInfo", "kv_bytes_per_token", "layer_kv_bytes_per_token", "layer_windows", "read_model_info",
+           "sliding_window"]
 
 # The keys vLLM reads for the model's maximum length (_get_and_verify_max_len), smallest wins.
 _MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
                  "model_max_length", "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
-_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4}
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,12 @@ class ModelInfo:
     config_weights_bytes: Optional[int] = None
     """The dense weights config.json implies (embeddings, attention, gated MLP, experts) in its dtype;
     None for quantized or unusual configs. An estimate, for the diagnosis only."""
+    layer_windows: Optional[Tuple[Optional[int], ...]] = None
+    """Each layer's sliding window (None: full attention) as config.json says; None when it cannot say."""
+    layer_kv_bytes_per_token: Optional[int] = None
+    """KV bytes one token takes in one layer (every layer alike), for vLLM's per-group pages."""
+    max_len_source: str = "config.json"
+    """Where the model's maximum came from, for messages."""
 
     def for_version(self, version: Optional[Tuple[int, ...]]) -> ModelInfo:
         """These facts as the installed vLLM derives them (an unknown version counts as current)."""
@@ -97,9 +107,7 @@ def looks_local(model: str) -> bool:
 
 
 def _text_config(config: Dict[str, Any]) -> Dict[str, Any]:
-    """Multimodal configs keep the language model's numbers under text_config."""
-    text = config.get("text_config")
-    return text if isinstance(text, dict) else config
+    return text_config(config)
 
 
 YARN_KINDS = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
@@ -136,6 +144,22 @@ def derived_max_len(config: Dict[str, Any], version: Optional[Tuple[int, ...]] =
     return int(derived)
 
 
+def max_len_source(config: Dict[str, Any], tokenizer_max: Optional[float]) -> str:
+    """Which key decided the model's maximum, in words (for the over-the-maximum message)."""
+    text = _text_config(config)
+    values = {key: _length_key(text, key) for key in _MAX_LEN_KEYS if key in text and text[key] is not None}
+    if not values:
+        return "config.json"
+    key = "model_max_length" if text.get("model_max_length") else min(values, key=lambda k: values[k])
+    source = "config.json's %s (%s)" % (key, text.get(key))
+    if tokenizer_max is not None and tokenizer_max < values[key]:
+        source = "tokenizer_config.json's model_max_length (%d)" % tokenizer_max
+    scaling = text.get("rope_scaling") or text.get("rope_parameters")
+    if isinstance(scaling, dict) and "factor" in scaling:
+        source += ", with rope scaling %s by the version's rule" % (scaling.get("rope_type", scaling.get("type")))
+    return source
+
+
 def _length_key(mapping: Dict[str, Any], key: str) -> float:
     """A length key's value as vLLM compares it: true and false are 1 and 0."""
     value = mapping.get(key)
@@ -156,33 +180,6 @@ def _number(mapping: Dict[str, Any], key: str, where: str = "") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError("%s%s must be a finite number, got %r" % (where, key, value))
     return float(value)
-
-
-def sliding_window(config: Dict[str, Any]) -> Optional[int]:
-    """The sliding window the model really uses: Qwen2 configs carry one with use_sliding_window false."""
-    config = _text_config(config)
-    window = config.get("sliding_window")
-    if config.get("use_sliding_window") is False or isinstance(window, bool) or not isinstance(window, int):
-        return None
-    return window if window > 0 else None
-
-
-def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
-    """KV cache bytes per token where every layer's cache has one shape (a model-wide sliding window
-    included: its pages are full attention's, only fewer of them are needed); None for layouts it
-    cannot know (MLA, per-layer attention types)."""
-    config = _text_config(config)
-    if config.get("kv_lora_rank") or config.get("layer_types"):
-        return None
-    layers, heads = config.get("num_hidden_layers"), config.get("num_attention_heads")
-    kv_heads = config.get("num_key_value_heads", heads)
-    head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if heads else None)
-    dtype = _DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
-    if not (isinstance(layers, int) and isinstance(kv_heads, int) and isinstance(head_dim, int)) or dtype is None:
-        return None
-    if min(layers, kv_heads, head_dim) <= 0:
-        return None
-    return 2 * layers * kv_heads * head_dim * dtype
 
 
 def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
@@ -239,6 +236,8 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         current = derived_max_len(config, YARN_UNSCALED_SINCE, tokenizer)
         kv_per_token = kv_bytes_per_token(config)
         window = sliding_window(config)
+        windows = layer_windows(config)
+        per_layer = layer_kv_bytes_per_token(config)
     except (UnicodeDecodeError, ValueError, TypeError, ZeroDivisionError) as exc:
         raise BadInput("%s is not a config.json vLLM can read (%s); fix or replace it" % (config_file, exc)) from None
     heads = text.get("num_attention_heads")
@@ -256,6 +255,9 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         weights_bytes=_weights_bytes(path),
         config_weights_bytes=config_weights_bytes(config),
         unscaled_max_len=current if current != derived else None,
+        layer_windows=windows,
+        layer_kv_bytes_per_token=per_layer,
+        max_len_source=max_len_source(config, tokenizer),
     )
 
 

@@ -57,6 +57,9 @@ class Observation:
     autofit_reduced: Optional[bool] = None
     pool_at: Optional[int] = None
     """The max_model_len configured when the pool was sized, where it differs from `length` (auto-fit)."""
+    fixed_pool_bound: Optional[int] = None
+    """With the KV size fixed (the same pool at every length): the pool's own limit, exact from vLLM's
+    numbers; nothing longer starts and serves at this memory."""
 
     @property
     def started(self) -> bool:
@@ -129,6 +132,8 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
             tried.add(obs.requested)
         if obs.derived_max is not None:
             failures.add(obs.derived_max + 1)
+        if obs.fixed_pool_bound is not None:
+            failures.add(obs.fixed_pool_bound + 1)
         if obs.length is None:
             continue
         if obs.outcome is Outcome.OK:

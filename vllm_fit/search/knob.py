@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from ..logs.kv_groups import KvLayout
 from ..logs.regime import Regime
 from ..outcome import Outcome
 from .base import LEVEL_OOM, Candidate, Observation
@@ -101,6 +102,12 @@ class KvModel:
     (a window on V1) the full-attention need is only an upper bound."""
     weights_bytes: Optional[float] = None
     """The weights on one device, from the files or config.json (None: unknown, or quantized)."""
+    layout: Optional[KvLayout] = None
+    """Not plain: the KV cache groups vLLM most likely forms (a guess before a launch; trials check it)."""
+    layer_bytes_per_token: Optional[int] = None
+    """KV bytes per token of one layer on one device (the page of one layer in a group)."""
+    in_flight_guess: Optional[int] = None
+    """The tokens a sliding-window group holds beyond its window, where the defaults are known."""
 
     def block_size(self, history: Sequence[Observation]) -> int:
         sizes = [obs.block_size for obs in history if obs.block_size]
@@ -127,10 +134,23 @@ class KvModel:
         """The candidate a KV cache of `kv_bytes` holds, before any launch (None: blocks do not map to
         lengths, or the page size is unknown). Verified by the launch; its pool proves or corrects it."""
         page = self.page_bytes([])
-        if not self.plain or not page:
+        if not self.plain:
+            return self._layout_length(kv_bytes, lowest, highest, granularity)
+        if not page:
             return None
         length = self.regime.servable_len(int(kv_bytes // page), self.guess_block_size, self.sliding_window,
                                           self.sequences)
+        return max(lowest, min(highest, length // granularity * granularity))
+
+    def _layout_length(self, kv_bytes: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
+        """What a KV cache of `kv_bytes` holds by the likely KV cache groups (vLLM 0.29+, one sequence)."""
+        layout, per_layer, in_flight = self.layout, self.layer_bytes_per_token, self.in_flight_guess
+        if layout is None or not per_layer or in_flight is None or self.sequences > 1 \
+                or not self.regime.null_block_in_start_check:
+            return None
+        size = self.guess_block_size
+        blocks = int(kv_bytes // (layout.layers_per_group * per_layer * size))
+        length = layout.longest_held(blocks, size, in_flight, limit=highest)
         return max(lowest, min(highest, length // granularity * granularity))
 
     def prior_length(self, utilization: float, lowest: int, highest: int, granularity: int) -> Optional[int]:

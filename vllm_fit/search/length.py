@@ -42,6 +42,17 @@ def _bisect_step(space: LengthSpace, known_ok: Optional[int], top: int) -> int:
     return (low_k + high_k + 1) // 2 * g
 
 
+def _gallop_step(space: LengthSpace, history: Sequence[Observation], known_ok: int, top: int) -> int:
+    """Above a verified length that no number bounds: the next candidate up, then steps that double with
+    each success (1, 2, 4 ... granules), never beyond the midpoint to the lowest length ruled out.
+
+    A verified fit is usually near the answer (vLLM's numbers pointed at it); a bisection from the
+    model's maximum would pay a launch per halving of a range the answer is seldom in."""
+    verified_above = len({obs.length for obs in history if obs.outcome is Outcome.OK and obs.length is not None})
+    step = space.granularity * (1 << min(max(verified_above - 1, 0), 40))
+    return min(space.floor(known_ok) + step, _bisect_step(space, known_ok, top))
+
+
 class Predict(LengthStrategy):
     """Jump to the length vLLM's numbers point at, verify it, bisect only when numbers are missing.
 
@@ -92,13 +103,16 @@ class Predict(LengthStrategy):
         hinted = self._hinted(history, top, best)
         if hinted is not None:
             return hinted
+        if state.proven_ok is not None:
+            return _gallop_step(self.space, history, state.proven_ok, top)
         return _bisect_step(self.space, state.proven_ok, top)
 
     def _above_autofit(self, history: Sequence[Observation], best: int, tried) -> Optional[int]:
-        """The candidate above an auto-fit answer, when that answer's pool was sized at a longer length."""
+        """The candidate above an auto-fit answer, when that answer's pool was sized at a longer length
+        (auto-fit reduced the length; where it kept it, its pool bounds the lengths above as any start's)."""
         nxt = best + self.space.granularity
         from_autofit = any(obs.requested == AUTO and obs.outcome is Outcome.OK and obs.length == best
-                           for obs in history)
+                           and (obs.pool_at or 0) > best for obs in history)
         if not from_autofit or nxt > self.space.highest or nxt in tried:
             return None
         return nxt

@@ -101,6 +101,10 @@ class LeastMemoryForLength(Objective):
                 nxt = (low_bad + top + 1) // 2
             return grid.candidate(nxt, self.length) if nxt not in seen and nxt > low_bad else None
         middle = (low_bad + upper) // 2
+        if possible is None and not any("low" in s for s in seen.values()):
+            # nothing bounds it from below (a window on V1: the need is not known exactly): the step below
+            # the least that served first (its failure is the proof), then steps that double
+            middle = max(middle, best - (1 << min(len(ok) - 1, 40)))
         if middle <= low_bad or middle in seen:
             return None
         return grid.candidate(middle, self.length)

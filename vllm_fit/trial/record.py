@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..logs.capacity import max_len_hint, pool_blocks
+from ..logs.capacity import hint_is_exact, max_len_hint, pool_blocks
 from ..logs.classify import classify
+from ..logs.kv_groups import KvLayout
 from ..logs.regime import Engine, Regime
 from ..outcome import CapacityFacts, Classification, Outcome
 from ..redact import public_args
@@ -34,6 +35,9 @@ class TrialContext:
     """V0 keeps at most this many tokens' blocks per sequence (sliding-window models)."""
     sequences: int = 1
     """Full-length requests that must run at once (--concurrency)."""
+    layouts: Tuple[KvLayout, ...] = ()
+    """The KV cache groups vLLM may give a model that is not plain attention (checked against each
+    trial's own figures before a length is read off them)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,8 @@ class TrialRecord:
     sent together and, served, the most seen running at once."""
     load_format: Optional[str] = None
     """"dummy" when the trial ran on dummy weights (exploration only)."""
+    hint_exact: bool = False
+    """The hint is the pool's own limit: one token more does not start or serve with this pool."""
 
     @property
     def requested_len(self) -> int:
@@ -105,7 +111,9 @@ class TrialRecord:
             kv_bytes=kv_bytes, total_bytes=facts.total_memory_gib * GIB if facts.total_memory_gib else None,
             oom_shortfall_bytes=shortfall, oom_stage=facts.oom_stage, free_fraction=free_fraction,
             transient=self.transient, engine=self.engine, autofit_reduced=facts.autofit_reduced,
-            pool_at=facts.autofit_from if self.requested_len == AUTO else None)
+            pool_at=facts.autofit_from if self.requested_len == AUTO else None,
+            fixed_pool_bound=self.hint if self.hint_exact and self.hint is not None
+            and self.llm_kwargs.get("kv_cache_memory_bytes") is not None else None)
 
     def to_json(self) -> Dict[str, Any]:
         """The record for the JSON report and the journal (secrets already removed)."""
@@ -129,6 +137,7 @@ class TrialRecord:
             "transient": self.transient,
             "timeout_s": self.timeout_s,
             "load_format": self.load_format,
+            "max_len_hint_exact": self.hint_exact,
             "log": self.log,
         }
 
@@ -146,6 +155,7 @@ class TrialRecord:
                 log=str(data.get("log", "")), retries=tuple(data.get("retries") or ()),
                 device=dict(data.get("device") or {}), transient=bool(data.get("transient")),
                 timeout_s=data.get("timeout_s"), load_format=data.get("load_format"),
+                hint_exact=bool(data.get("max_len_hint_exact")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError("not a trial record (%s: %s)" % (type(exc).__name__, exc)) from None
@@ -174,7 +184,15 @@ def hint_of(verdict: Classification, versions: Mapping[str, Any], context: Trial
     """The trial's hint in the rules of the version that ran it."""
     regime = regime_of(verdict.facts, versions, context)
     return max_len_hint(verdict.outcome, verdict.facts, regime, context.guess_block_size, context.plain_attention,
-                        context.sliding_window, context.sequences)
+                        context.sliding_window, context.sequences, context.layouts)
+
+
+def hint_exact_of(verdict: Classification, versions: Mapping[str, Any], context: TrialContext) -> bool:
+    """Whether the trial's hint is its pool's own limit (see `hint_is_exact`); never with --concurrency."""
+    if context.sequences > 1:
+        return False
+    regime = regime_of(verdict.facts, versions, context)
+    return hint_is_exact(verdict.outcome, verdict.facts, regime, context.plain_attention, context.layouts)
 
 
 def concurrency_verdict(verdict: Classification, length: Optional[int], result: Mapping[str, Any],
@@ -220,7 +238,8 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
     return TrialRecord(
         index=index, llm_kwargs=public_args(llm_kwargs), outcome=verdict.outcome, detail=verdict.detail,
         duration_s=run.duration_s, length=length,
-        hint=hint_of(verdict, versions, context), facts=verdict.facts, evidence=tuple(evidence),
+        hint=hint_of(verdict, versions, context), hint_exact=hint_exact_of(verdict, versions, context),
+        facts=verdict.facts, evidence=tuple(evidence),
         phase=verdict.phase, exit_code=run.exit_code, versions=versions, request=result.get("request"),
         log=run.log_text, transient=verdict.transient, timeout_s=timeout_s,
         load_format=llm_kwargs.get("load_format") if isinstance(llm_kwargs.get("load_format"), str) else None,

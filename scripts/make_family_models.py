@@ -1,0 +1,101 @@
+"""Make tiny real models of the families people serve, each with its hub config's attention keys.
+
+Random weights saved by transformers (so vLLM loads real weights, the path users take), the tiny
+Llama's tokenizer, and per-layer KV pages of 32 KiB on the CPU backend (2 KV heads of dimension 32,
+bfloat16, 128-token blocks), like the tiny Llama. Run it with the vLLM environment's interpreter:
+    python scripts/make_family_models.py OUT_DIR TOKENIZER_DIR [FAMILY ...]
+A family whose folder holds a finished model is left as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, Dict, Tuple
+
+_MARKER = "family-model-complete.json"
+_SHAPE = dict(vocab_size=4096, hidden_size=128, intermediate_size=256, num_attention_heads=4,
+              num_key_value_heads=2, head_dim=32, bos_token_id=0, eos_token_id=1, pad_token_id=2)
+_LONGROPE = [1.0] * 16  # head_dim / 2
+
+FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
+    # Gemma 2: sliding on even layers, no layer_types in the hub's config
+    "gemma2": ("Gemma2", dict(num_hidden_layers=2, sliding_window=4096, max_position_embeddings=8192 * 4,
+                              query_pre_attn_scalar=32, attn_logit_softcapping=50.0,
+                              final_logit_softcapping=30.0)),
+    # Gemma 3 (text): 5 sliding layers to 1 full, named in layer_types
+    "gemma3": ("Gemma3Text", dict(num_hidden_layers=6, sliding_window=512, max_position_embeddings=32768,
+                                  query_pre_attn_scalar=32, rope_scaling=None,
+                                  layer_types=["sliding_attention"] * 5 + ["full_attention"])),
+    # Phi-3-mini-128k: LongRoPE, original 4096, a window longer than any length
+    "phi3": ("Phi3", dict(num_hidden_layers=2, sliding_window=262144, max_position_embeddings=32768,
+                          original_max_position_embeddings=4096,
+                          rope_scaling={"type": "longrope", "short_factor": _LONGROPE, "long_factor": _LONGROPE})),
+    # Mistral with a window on every layer
+    "mistral": ("Mistral", dict(num_hidden_layers=2, sliding_window=1024, max_position_embeddings=32768)),
+    # Mixtral: mixture of experts, full attention
+    "mixtral": ("Mixtral", dict(num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                                sliding_window=None, max_position_embeddings=32768)),
+    # Qwen3: explicit head_dim, full attention
+    "qwen3": ("Qwen3", dict(num_hidden_layers=2, max_position_embeddings=32768, use_sliding_window=False)),
+    # Qwen2 with its window switched off
+    "qwen2": ("Qwen2", dict(num_hidden_layers=2, max_position_embeddings=32768, sliding_window=4096,
+                            use_sliding_window=False, max_window_layers=2)),
+    # GPT-OSS: attention sinks, a window of 128 on every other layer
+    "gpt_oss": ("GptOss", dict(num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                               sliding_window=128, max_position_embeddings=32768,
+                               layer_types=["sliding_attention", "full_attention"],
+                               rope_scaling={"rope_type": "yarn", "factor": 1.0, "beta_fast": 32.0,
+                                             "beta_slow": 1.0, "original_max_position_embeddings": 32768,
+                                             "truncate": False})),
+}
+
+
+HUB_STYLE: Dict[str, Dict[str, Any]] = {
+    # what the hub's config.json files say where transformers 5 writes its own normal form
+    "gemma2": {"layer_types": None, "sliding_window": 4096},
+    "qwen2": {"sliding_window": 4096},  # with transformers 5's layer_types, all full attention
+    "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
+                                                       "long_factor": _LONGROPE}},
+}
+"""Keys rewritten after saving (None: removed), so that the config is the one users download."""
+
+
+def make_family_model(family: str, out_dir: Path, tokenizer_dir: Path) -> Path:
+    """Write one family's tiny model to out_dir unless a finished one is there; return out_dir."""
+    if (out_dir / _MARKER).exists():
+        return out_dir
+    import torch
+    import transformers
+
+    prefix, keys = FAMILIES[family]
+    config_class = getattr(transformers, prefix + "Config")
+    model_class = getattr(transformers, prefix.replace("Text", "") + "ForCausalLM")
+    config = config_class(**{**_SHAPE, **keys})
+    config.dtype = torch.bfloat16
+    torch.manual_seed(0)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model = model_class(config).to(torch.bfloat16)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    path = out_dir / "config.json"
+    saved = json.loads(path.read_text())
+    for key, value in HUB_STYLE.get(family, {}).items():
+        saved.pop(key, None)
+        if value is not None:
+            saved[key] = value
+    path.write_text(json.dumps(saved, indent=2) + "\n")
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        if (tokenizer_dir / name).exists():
+            shutil.copy(tokenizer_dir / name, out_dir / name)
+    (out_dir / _MARKER).write_text(json.dumps({"family": family}) + "\n")
+    return out_dir
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit("usage: make_family_models.py OUT_DIR TOKENIZER_DIR [FAMILY ...]")
+    root, tokenizer = Path(sys.argv[1]), Path(sys.argv[2])
+    for name in sys.argv[3:] or list(FAMILIES):
+        print(make_family_model(name, root / name, tokenizer))

@@ -1,0 +1,167 @@
+"""KV cache groups (issue 20): which layers slide, how vLLM 0.29+ groups them, what a pool holds, and
+how a trial's own figures pick the layout. The numbers are real vLLM 0.32 figures from the CPU backend
+(tiny models of scripts/make_family_models.py, 32 KiB per layer and block)."""
+
+from __future__ import annotations
+
+from vllm_fit.logs.capacity import hint_is_exact, max_len_hint
+from vllm_fit.logs.kv_groups import (
+    KvLayout,
+    agreed_longest,
+    calibrated,
+    candidate_layouts,
+    hybrid_layout,
+    in_flight_options,
+)
+from vllm_fit.logs.regime import Regime
+from vllm_fit.outcome import CapacityFacts, Outcome
+from vllm_fit.prepare.modelinfo import kv_bytes_per_token, layer_windows, max_len_source
+from vllm_fit.search.base import AUTO, LengthSpace, Observation
+from vllm_fit.search.length import Predict
+
+V032_CPU = Regime.of("0.32.0", cpu=True)
+
+
+def test_which_layers_slide_as_the_hub_configs_say():
+    assert layer_windows({"model_type": "gemma2", "num_hidden_layers": 4, "sliding_window": 4096}) == (
+        4096, None, 4096, None)
+    assert layer_windows({"num_hidden_layers": 3, "sliding_window": 512,
+                          "layer_types": ["sliding_attention", "sliding_attention", "full_attention"]}) == (
+        512, 512, None)
+    assert layer_windows({"num_hidden_layers": 6, "sliding_window": 512, "sliding_window_pattern": 3}) == (
+        512, 512, None, 512, 512, None)
+    qwen2 = {"num_hidden_layers": 4, "sliding_window": 4096, "max_window_layers": 2}
+    assert layer_windows({**qwen2, "use_sliding_window": False}) == (None,) * 4
+    assert layer_windows({**qwen2, "use_sliding_window": True}) == (None, None, 4096, 4096)
+    assert layer_windows({"num_hidden_layers": 2, "sliding_window": 262144}) == (262144, 262144)  # Phi-3
+    assert layer_windows({"num_hidden_layers": 2}) == (None, None)
+    assert layer_windows({"num_hidden_layers": 2, "layer_types": ["chunked_attention", "full_attention"]}) is None
+    assert layer_windows({"num_hidden_layers": "32"}) is None
+
+
+def test_layer_types_all_full_is_plain_attention():
+    """transformers 5 writes layer_types into every config it saves; all full attention is still plain."""
+    base = {"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
+            "torch_dtype": "bfloat16"}
+    assert kv_bytes_per_token({**base, "layer_types": ["full_attention"] * 2}) == 512
+    assert kv_bytes_per_token({**base, "layer_types": ["sliding_attention", "full_attention"]}) is None
+
+
+def test_groups_as_vllm_forms_them():
+    assert hybrid_layout([4096, None]).windows == (4096, None)  # Gemma 2: 1 sliding, 1 full
+    gemma3 = hybrid_layout([512] * 5 + [None])  # 5:1: the group size is the one full layer
+    assert gemma3.layers_per_group == 1 and gemma3.windows.count(512) == 5
+    gpt_oss_eagle = hybrid_layout([128] * 12 + [None] * 13)  # 13 < 1.5 x 12: padded to 13 a group
+    assert gpt_oss_eagle.layers_per_group == 13 and sorted(map(str, gpt_oss_eagle.windows)) == ["128", "None"]
+
+
+def test_what_a_pool_holds_matches_real_vllm():
+    """Measured on vLLM 0.32 (CPU, LLM: 4096 tokens in flight): Phi-3's 40 blocks start and serve 4864
+    (4865 is refused with "estimated maximum model length is 4864"); Gemma 2's 80 blocks hold 4992."""
+    phi3 = KvLayout((262144,), 2, "all-sliding")
+    assert phi3.longest_held(40, 128, 4096) == 4864
+    gemma2 = hybrid_layout([4096, None])
+    assert gemma2.longest_held(80, 128, 4096) == 4992
+    assert gemma2.least_blocks(4000, 128, 2048) == 66  # 33 sliding + 32 full + the null block
+
+
+def test_a_trials_figures_pick_the_layout():
+    """Phi-3's auto-fit start: 40 blocks, "CPU KV cache size: 4,964 tokens" at 4096 = int(40 / 33 x 4096):
+    the sliding layout (33 blocks a request) fits the figure, full attention (32) does not."""
+    layouts = candidate_layouts((262144, 262144))
+    pairs = calibrated(layouts, in_flight_options(4096, cpu=True), 128, 40, 4096, 4964, 1.21)
+    assert [layout.name for layout, _ in pairs] == ["all-sliding"]
+    assert agreed_longest(pairs, 128, 40) == 4864
+    # Gemma 2 at 80 blocks: "5,055 tokens" at 4992 = int(80 / 79 x 4992)
+    pairs = calibrated(candidate_layouts((4096, None)), in_flight_options(4096, cpu=True), 128, 80, 4992, 5055, 1.01)
+    assert [layout.name for layout, _ in pairs] == ["hybrid"] and agreed_longest(pairs, 128, 80) == 4992
+
+
+def test_layouts_that_disagree_give_no_length():
+    """On a GPU the tokens in flight may be 1x or 2x max_num_batched_tokens (async scheduling): where a
+    short trial cannot tell them apart and they hold different lengths, nothing is read off the pool."""
+    layouts = (hybrid_layout([512, None]),)
+    pairs = calibrated(layouts, in_flight_options(2048, cpu=False), 16, 1000, 256, None, 1000 / 33)
+    assert len(pairs) == 2
+    assert agreed_longest(pairs, 16, 1000) is None
+
+
+def test_the_hint_of_an_autofit_that_kept_a_short_default_is_its_pool():
+    """The Phi-3 case: vLLM's default for LongRoPE is original_max_position_embeddings (4096), and auto-fit
+    said "full model context length 4096 fits": that proves nothing above 4096; the pool holds 4864."""
+    facts = CapacityFacts(kv_cache_tokens=4964, max_concurrency=1.21, concurrency_len=4096, num_blocks=40,
+                          block_size=128, autofit_len=4096, autofit_from=4096, autofit_reduced=False,
+                          max_num_batched_tokens=4096)
+    layouts = candidate_layouts((262144, 262144))
+    assert max_len_hint(Outcome.OK, facts, V032_CPU, 128, plain_attention=False) is None
+    assert max_len_hint(Outcome.OK, facts, V032_CPU, 128, plain_attention=False, layouts=layouts) == 4864
+    assert hint_is_exact(Outcome.OK, facts, V032_CPU, False, layouts)
+    assert not hint_is_exact(Outcome.OK, facts, V032_CPU, False, ())
+
+
+def _space(highest: int = 32768) -> LengthSpace:
+    return LengthSpace(1, highest, 1)
+
+
+def test_an_autofit_default_below_the_upper_bound_is_a_candidate_not_a_proof():
+    autofit = Observation(requested=AUTO, length=4096, outcome=Outcome.OK, pool_at=4096)
+    assert Predict(_space(), use_autofit=True).propose([autofit]) == 4097  # the next candidate up, not "done"
+    pooled = Observation(requested=AUTO, length=4096, outcome=Outcome.OK, hint=4864, pool_at=4096)
+    assert Predict(_space(), use_autofit=True).propose([pooled]) == 4864
+
+
+def test_a_fixed_kv_size_makes_vllms_estimate_a_ceiling():
+    """Phi-3 with --max-len 32767 at a fixed KV size: every failure said 4864; it is launched and proven."""
+    failed = Observation(requested=32767, length=32767, outcome=Outcome.KV_TOO_SMALL, hint=4864,
+                         fixed_pool_bound=4864)
+    strategy = Predict(_space(32767))
+    assert strategy.propose([failed]) == 4864
+    served = Observation(requested=4864, length=4864, outcome=Outcome.OK)
+    assert strategy.propose([failed, served]) is None
+
+
+def test_after_a_verified_fit_the_search_gallops_up_instead_of_bisecting_from_the_maximum():
+    """No number bounds the lengths above a fit (a window on V1, a layout not pinned down): the next
+    candidate up, then steps that double."""
+    space = LengthSpace(1, 32768, 128)
+    top = Observation(requested=32768, length=32768, outcome=Outcome.KV_TOO_SMALL)
+    fit = Observation(requested=4864, length=4864, outcome=Outcome.OK)
+    strategy = Predict(space)
+    assert strategy.propose([top, fit]) == 4992
+    again = Observation(requested=4992, length=4992, outcome=Outcome.OK)
+    assert strategy.propose([top, fit, again]) == 4992 + 256
+    over = Observation(requested=4992 + 256, length=4992 + 256, outcome=Outcome.KV_TOO_SMALL)
+    assert strategy.propose([top, fit, again, over]) == 5120
+
+
+def test_the_maximums_source_is_named():
+    assert max_len_source({"max_position_embeddings": 32768}, None) == "config.json's max_position_embeddings (32768)"
+    assert "tokenizer_config.json" in max_len_source({"max_position_embeddings": 32768}, 2048)
+
+
+PHI3_AUTOFIT_LOG = """\
+(MainProcess pid=3110) INFO 12-04 17:17:27 [scheduler.py:307] Chunked prefill is enabled with max_num_batched_tokens=4096.
+(EngineCore pid=3132) INFO 12-04 17:17:37 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: model='phi3', max_seq_len=4096
+(EngineCore pid=3132) INFO 12-04 17:17:51 [kv_cache_utils.py:2468] Auto-fit max_model_len: full model context length 4096 fits in available KV cache memory (0.0 GiB CPU)
+(EngineCore pid=3132) INFO 12-04 17:17:51 [kv_cache_utils.py:2327] CPU KV cache size: 4,964 tokens, Maximum concurrency for 4,096 tokens per request: 1.21x
+"""  # noqa: E501 (real vLLM 0.32 lines of the issue's Phi-3 trial, kept verbatim)
+
+
+def test_the_real_phi3_autofit_trial_points_at_4864_not_4096():
+    """The issue's first trial, as vLLM 0.32 printed it: the record's hint is the pool's 4864, exact; the
+    search launches it next instead of stopping at vLLM's default length."""
+    from vllm_fit.logs.kv_groups import candidate_layouts as layouts_of
+    from vllm_fit.trial.record import TrialContext, record_from_run
+    from vllm_fit.trial.runner import ProcessRun
+
+    result = {"status": "ok", "phase": "request", "versions": {"vllm": "0.32.0"},
+              "engine": {"num_gpu_blocks": 40, "block_size": 128, "max_model_len": 4096},
+              "request": {"total_tokens": 4096, "expected_tokens": 4096, "served_tokens": [4096]}}
+    context = TrialContext("0.32.0", 128, plain_attention=False, kv_bytes_fixed=True, cpu=True,
+                           sliding_window=262144, layouts=layouts_of((262144, 262144)))
+    run = ProcessRun([], PHI3_AUTOFIT_LOG, result, 0, False, 58.0, "request")
+    record = record_from_run(1, {"model": "phi3", "max_model_len": AUTO, "kv_cache_memory_bytes": 2621440}, run,
+                             context)
+    assert record.outcome is Outcome.OK and record.length == 4096
+    assert record.hint == 4864 and record.hint_exact
+    assert Predict(_space(), use_autofit=True).propose([record.observation()]) == 4864

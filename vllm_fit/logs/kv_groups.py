@@ -1,0 +1,153 @@
+"""KV cache groups as vLLM V1 forms them, and how many pool blocks one request of L tokens needs.
+
+vLLM 0.29+ (V1, the hybrid KV cache manager; `kv_cache_utils.py`): layers are bucketed by attention
+type, each bucket split into groups of `group_size` layers; one pool block is one page for each layer
+of a group, and every group takes its blocks from the one pool. A full-attention group needs
+cdiv(L, block) blocks; a sliding-window group cdiv(min(window - 1 + in-flight tokens, L), block) + 1
+(the in-flight tokens are max_num_batched_tokens, twice that with async scheduling). The start-up
+check (with the null block) and the admission gate both use these needs, so a pool of B blocks starts
+and serves L exactly when the sum of the needs is at most B - 1.
+
+The layout a model really gets depends on the installed vLLM and transformers (which layers slide,
+whether the hybrid manager is on), so a layout from config.json is a candidate only: `calibrated`
+keeps the candidates that reproduce vLLM's own figures of a started trial (its block count and its
+"KV cache size: N tokens", N = int(blocks / need(L) x L) from 0.20.1), and a length is read off them
+only where all that remain agree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence, Tuple
+
+LONGEST = 1 << 24
+"""No max_model_len beyond this is searched for (16M tokens)."""
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """The KV cache groups of one model on V1: each group's sliding window (None: full attention)."""
+
+    windows: Tuple[Optional[int], ...]
+    """One entry per KV cache group."""
+    layers_per_group: int
+    """Layers in one group: one pool block is this many per-layer pages."""
+    name: str
+    """How the layout was read (for the report): "hybrid", "full-sized", "all-sliding"."""
+
+    @property
+    def slides(self) -> bool:
+        return any(window is not None for window in self.windows)
+
+    def request_blocks(self, length: int, block_size: int, in_flight: int) -> int:
+        """Pool blocks one request of `length` needs across all groups (the null block not counted)."""
+        total = 0
+        for window in self.windows:
+            if window is None:
+                total += cdiv(length, block_size)
+            else:
+                total += cdiv(min(window - 1 + in_flight, length), block_size) + 1
+        return total
+
+    def longest_held(self, blocks: int, block_size: int, in_flight: int, limit: int = LONGEST) -> int:
+        """The longest max_model_len a pool of `blocks` starts and serves (one block is the null block)."""
+        usable = blocks - 1
+        if usable <= 0 or self.request_blocks(1, block_size, in_flight) > usable:
+            return 0
+        low, high = 1, limit
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.request_blocks(middle, block_size, in_flight) <= usable:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
+    def least_blocks(self, length: int, block_size: int, in_flight: int) -> int:
+        """The fewest pool blocks with which `length` starts and serves (the null block included)."""
+        return self.request_blocks(length, block_size, in_flight) + 1
+
+
+def hybrid_layout(layer_windows: Sequence[Optional[int]]) -> KvLayout:
+    """Group layers as vLLM 0.29+ does (`_get_kv_cache_groups_uniform_page_size`): one bucket per
+    attention type; the group size is the smallest bucket, or the largest where it is under 1.5 times
+    the smallest; each bucket is split into cdiv(its layers, group size) groups."""
+    buckets: dict = {}
+    for window in layer_windows:
+        buckets[window] = buckets.get(window, 0) + 1
+    if len(buckets) == 1:
+        [window] = buckets
+        return KvLayout((window,), len(layer_windows), "all-sliding" if window is not None else "full")
+    smallest, largest = min(buckets.values()), max(buckets.values())
+    group_size = largest if largest < smallest * 1.5 else smallest
+    windows: Tuple[Optional[int], ...] = ()
+    for window, count in buckets.items():
+        windows += (window,) * cdiv(count, group_size)
+    return KvLayout(windows, group_size, "hybrid")
+
+
+def candidate_layouts(layer_windows: Optional[Sequence[Optional[int]]]) -> Tuple[KvLayout, ...]:
+    """The layouts vLLM may give a model whose config.json names these per-layer windows: the hybrid
+    groups first (vLLM's default), then every layer sized as full attention (no hybrid manager, or a
+    window the installed vLLM ignores), then every layer sliding (a window it applies to all)."""
+    if not layer_windows:
+        return ()
+    layers = len(layer_windows)
+    windows = {w for w in layer_windows if w is not None}
+    found = [hybrid_layout(layer_windows), KvLayout((None,), layers, "full-sized")]
+    if len(windows) == 1:
+        found.append(KvLayout((next(iter(windows)),), layers, "all-sliding"))
+    unique: list = []
+    for layout in found:
+        if all(layout.windows != other.windows or layout.layers_per_group != other.layers_per_group
+               for other in unique):
+            unique.append(layout)
+    return tuple(unique)
+
+
+def in_flight_options(max_num_batched_tokens: Optional[int], cpu: bool) -> Tuple[int, ...]:
+    """The tokens a sliding-window group may hold beyond its window: max_num_batched_tokens, or twice
+    that with async scheduling (on by default on GPUs in recent vLLM; never on the CPU backend).
+    Unknown: the defaults of vLLM's two entry points on either device."""
+    if max_num_batched_tokens:
+        return (max_num_batched_tokens,) if cpu else (max_num_batched_tokens, 2 * max_num_batched_tokens)
+    defaults = (2048, 4096) if cpu else (2048, 4096, 8192, 16384)
+    return tuple(sorted({t * k for t in defaults for k in ((1,) if cpu else (1, 2))}))
+
+
+def tokens_line(blocks: int, need: int, length: int) -> int:
+    """vLLM 0.20.1+'s "KV cache size: N tokens": int(max_concurrency x max_model_len)."""
+    return int(blocks / need * length)
+
+
+def calibrated(layouts: Iterable[KvLayout], in_flight: Iterable[int], block_size: int, blocks: int, length: int,
+               tokens: Optional[int], concurrency: Optional[float]) -> Tuple[Tuple[KvLayout, int], ...]:
+    """The (layout, in-flight tokens) pairs whose need at `length` reproduces what vLLM printed for a
+    pool of `blocks`: the token figure (0.20.1+, exact), else the 2-decimal concurrency."""
+    kept = []
+    for layout in layouts:
+        for tokens_in_flight in in_flight:
+            need = layout.request_blocks(length, block_size, tokens_in_flight)
+            if tokens is not None:
+                if tokens_line(blocks, need, length) == tokens:
+                    kept.append((layout, tokens_in_flight))
+            elif concurrency is not None and abs(blocks / need - concurrency) <= 0.0051:
+                kept.append((layout, tokens_in_flight))
+    return tuple(kept)
+
+
+def agreed_longest(pairs: Sequence[Tuple[KvLayout, int]], block_size: int, blocks: int,
+                   limit: int = LONGEST) -> Optional[int]:
+    """The longest length a pool of `blocks` holds, where every calibrated pair agrees (else None)."""
+    answers = {layout.longest_held(blocks, block_size, tokens_in_flight, limit) for layout, tokens_in_flight in pairs}
+    return answers.pop() if len(answers) == 1 else None
+
+
+def agreed_least_blocks(pairs: Sequence[Tuple[KvLayout, int]], block_size: int, length: int) -> Optional[int]:
+    """The fewest pool blocks for `length`, where every calibrated pair agrees (else None)."""
+    answers = {layout.least_blocks(length, block_size, tokens_in_flight) for layout, tokens_in_flight in pairs}
+    return answers.pop() if len(answers) == 1 else None
