@@ -13,7 +13,7 @@ Suites:
   random       the same over --random-count worlds drawn with --random-seed (random_worlds.py):
                versions, devices, models, memory figures and questions nobody chose.
 Usage (from the repository root, after `make setup`):
-    .venv/bin/python scripts/benchmark.py [--suite length,kv-target,simulator,random] [--world NAME]
+    .venv/bin/python scripts/benchmark.py [--suite length,kv-target,simulator,random,hybrid] [--world NAME]
         [--random-seed S --random-count N] [--markdown FILE]
 """
 
@@ -141,13 +141,16 @@ def suite_simulator(report: Report, only: Optional[str]) -> None:
         report.add(title, columns, rows)
 
 
-def suite_random(report: Report, seed: int, count: int, only: Optional[str]) -> None:
-    """Simulated GPUs in seeded random worlds (TEST DOUBLE): the summaries and vllm-fit's every answer."""
+def suite_random(report: Report, seed: int, count: int, only: Optional[str], hybrid: bool = False) -> None:
+    """Simulated GPUs in seeded random worlds (TEST DOUBLE): the summaries and vllm-fit's every answer;
+    `hybrid`: sliding-window and hybrid-attention families on V1."""
     from bench_simulator import run_suite
     from simulator.random_worlds import random_cases
 
-    title = "Random simulated GPUs (seed %d, %d worlds)" % (seed, count)
-    for table, columns, rows in run_suite(_progress, only, random_cases(seed, count), title, every_world=False):
+    kind = "Random sliding-window and hybrid" if hybrid else "Random"
+    title = "%s simulated GPUs (seed %d, %d worlds)" % (kind, seed, count)
+    for table, columns, rows in run_suite(_progress, only, random_cases(seed, count, hybrid), title,
+                                          every_world=False):
         report.add(table, columns, rows)
 
 
@@ -173,6 +176,8 @@ def main(argv: List[str]) -> int:
         suite_simulator(report, args.world)
     if "random" in suites:
         suite_random(report, args.random_seed, args.random_count, args.world)
+    if "hybrid" in suites:
+        suite_random(report, args.random_seed, args.random_count, args.world, hybrid=True)
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(report.markdown())

@@ -42,9 +42,16 @@ print("##boundary served %d" % (len(out[0].prompt_token_ids) + len(out[0].output
 """
 
 
+REASONS = ("max seq len", "estimated maximum model length", "is larger than", "OutOfMemoryError", "Error: ")
+"""Root-cause phrases, most telling first."""
+
+
 def _tail(text: str, lines: int = 6) -> str:
-    """The last non-empty lines of a log (where vLLM says why it did not start)."""
-    return "\n".join([line for line in text.splitlines() if line.strip()][-lines:])
+    """Why vLLM did not start: its root-cause line where one is recognisable (a multiprocess engine
+    ends with a generic wrapper), then the last non-empty lines of the log."""
+    kept = [line for line in text.splitlines() if line.strip()]
+    cause = next((line.strip() for reason in REASONS for line in kept if reason in line), None)
+    return "\n".join(([cause] if cause else []) + kept[-lines:])
 
 
 def _kill_group(process: subprocess.Popen) -> None:

@@ -195,3 +195,23 @@ def test_at_a_fixed_utilization_the_first_launch_is_a_length_that_starts(tmp_pat
     case = next(c for c in CASES if c.name == "class3-fixed-util-request-oom-0.14")
     answer = run_tool(case, tmp_path)
     assert score(case, answer, truth(case)).right and answer.launches == 1, answer
+
+
+HYBRID_COUNT = 6
+
+
+@functools.lru_cache(maxsize=1)
+def _hybrid_worlds():
+    return random_cases(RANDOM_SEED, HYBRID_COUNT, hybrid=True)
+
+
+@pytest.mark.parametrize("index", range(HYBRID_COUNT))
+def test_random_sliding_and_hybrid_worlds_are_answered_right(index, tmp_path):
+    """Issue 20: Gemma 2 and 3, GPT-OSS, Mistral and Phi-3 on V1 0.10-0.34 (the fakegpu groups layer_types
+    models from 0.29), drawn with the same seed; scripts/benchmark.py --suite hybrid runs 100."""
+    case = _hybrid_worlds()[index]
+    answer = run_tool(case, tmp_path)
+    verdict = score(case, answer, truth(case))
+    assert not verdict.above_limit, "%s: %s" % (case.name, verdict.verdict)
+    assert verdict.right, "%s: %s (%d launches)" % (case.name, verdict.verdict, answer.launches)
+    assert answer.launches <= 6, "%s: %d launches" % (case.name, answer.launches)

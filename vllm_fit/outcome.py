@@ -96,6 +96,9 @@ class CapacityFacts:
     cudagraph_gib: Optional[float] = None
     max_num_batched_tokens: Optional[int] = None
     """The scheduler's token budget per step, as logged ("Chunked prefill is enabled with ...")."""
+    in_flight_tokens: Optional[int] = None
+    """Tokens scheduled but not settled (max_num_batched_tokens, twice with async scheduling), where the
+    probe read vLLM's own figure."""
     engine_version: Optional[str] = None
     engine: Optional[str] = None
     """"v0" or "v1", from the engine banner or a V0 fallback warning."""

@@ -17,6 +17,7 @@ import os
 import sys
 import time
 import traceback
+from typing import Optional
 
 PHASE_MARKER = "##vllm-fit phase="
 GENERATED_TOKENS = 1
@@ -89,7 +90,26 @@ def _engine_facts(llm) -> dict:
         value = getattr(model, "max_model_len", None)
         if isinstance(value, int):
             facts["max_model_len"] = value
+    in_flight = _in_flight_tokens(config)
+    if in_flight:
+        facts["in_flight_tokens"] = in_flight
     return facts
+
+
+def _in_flight_tokens(config) -> Optional[int]:
+    """The tokens a sliding-window KV group holds beyond its window: vLLM's own figure where it has one
+    (max_in_flight_tokens), else max_num_batched_tokens where scheduling is not asynchronous."""
+    try:
+        value = getattr(config, "max_in_flight_tokens", None)
+    except Exception:  # a property of a config this probe does not know: no figure, nothing guessed
+        value = None
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return value
+    scheduler = getattr(config, "scheduler_config", None)
+    batched = getattr(scheduler, "max_num_batched_tokens", None)
+    if isinstance(batched, int) and not getattr(scheduler, "async_scheduling", False):
+        return batched
+    return None
 
 
 def prompt_ids(length: int, sequence: int = 0) -> list:

@@ -24,15 +24,24 @@ def _v(version: str) -> tuple:
     return tuple(int(p) for p in version.split(".post")[0].split(".")[:3])
 
 
-def _draw(rng: random.Random, index: int) -> Case:
+HYBRID_VERSIONS = ["0.10.2", "0.14.0", "0.20.0", "0.24.0", "0.28.0", "0.29.0", "0.31.0", "0.32.0", "0.33.0",
+                   "0.34.0"]
+WINDOW_MODELS = ["gemma-2-9b", "gemma-3-12b", "gpt-oss-20b", "mistral-7b", "phi3-mini-128k"]
+"""Sliding-window and hybrid families (the fakegpu groups `layer_types` models from 0.29)."""
+
+
+def _draw(rng: random.Random, index: int, hybrid: bool = False) -> Case:
     """One candidate world and question (not yet checked against the truth)."""
-    version = rng.choice(VERSIONS)
+    version = rng.choice(HYBRID_VERSIONS if hybrid else VERSIONS)
     v = _v(version)
     gpu = rng.choice(list(GPUS))
-    tp, count, model = 1, 1, rng.choice(SMALL_MODELS)
+    tp, count, model = 1, 1, rng.choice(WINDOW_MODELS if hybrid else SMALL_MODELS)
     if v < (0, 8) and rng.random() < 0.3:
         model = "mistral-7b"  # V0 caps a prompt's blocks at the window
-    if rng.random() < 0.15 and gpu in ("H100", "A100-40"):
+    if hybrid:  # no 70B model: the families are the point; Gemma 3 12B needs more than 24 GB
+        if model == "gemma-3-12b" and gpu not in ("H100", "A100-40"):
+            gpu = rng.choice(["H100", "A100-40"])
+    elif rng.random() < 0.15 and gpu in ("H100", "A100-40"):
         model, tp = "llama-70b", 4 if gpu == "A100-40" else 2
         count = tp
     elif rng.random() < 0.1:
@@ -66,8 +75,9 @@ def _draw(rng: random.Random, index: int) -> Case:
     elif roll < 0.3:
         q["max_utilization"] = round(rng.uniform(0.8, 0.94), 2)
     tags = ["random"] + sorted(adversarial) + (["foreign"] if foreign else [])
-    return Case("random-%03d-%s-%s" % (index, version, gpu), dict(spec, name="random-%03d" % index), q,
-                "random world %d" % index, tags)
+    prefix = "hybrid" if hybrid else "random"
+    return Case("%s-%03d-%s-%s" % (prefix, index, version, gpu), dict(spec, name="%s-%03d" % (prefix, index)), q,
+                "%s world %d (%s)" % (prefix, index, model), tags + (["hybrid"] if hybrid else []))
 
 
 def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
@@ -82,19 +92,22 @@ def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
     return one if one.get("fit") == other.get("fit") else None
 
 
-def random_cases(seed: int, count: int) -> List[Case]:
-    """`count` worlds drawn with `seed` (the same seed, the same worlds)."""
+def random_cases(seed: int, count: int, hybrid: bool = False) -> List[Case]:
+    """`count` worlds drawn with `seed` (the same seed, the same worlds); `hybrid`: sliding-window and
+    hybrid-attention families on V1."""
     from .harness import truth
 
     rng = random.Random(seed)
     found: List[Case] = []
     index = 0
     while len(found) < count:
-        case = _draw(rng, index)
+        case = _draw(rng, index, hybrid)
         index += 1
         if case.question.get("kv_cache_memory") and case.question["kv_cache_memory"] > 0.9 * case.world["gpu"][
                 "total_bytes"]:
             continue
+        if case.question.get("target_len", 0) > case.world["model"]["max_position_embeddings"]:
+            continue  # refused before a launch (exit 2): not a question vllm-fit accepts
         if _acceptable(case, truth) is not None:
             found.append(case)
     return found

@@ -55,6 +55,26 @@ MODELS: Dict[str, Dict[str, Any]] = {
                        "max_position_embeddings": 131072, "dtype_bytes": 2, "weights_bytes": 7642159104,
                        "rope_scaling": {"type": "longrope", "short_factor": [1.0], "long_factor": [1.0],
                                         "original_max_position_embeddings": 4096}},
+    # hybrid and sliding-window families: vLLM 0.29+ groups their layers by attention type (kv_groups.py)
+    "gemma-2-9b": {"name": "google/gemma-2-9b-it", "architecture": "Gemma2ForCausalLM", "model_type": "gemma2",
+                   "num_hidden_layers": 42, "num_attention_heads": 16, "num_key_value_heads": 8,
+                   "hidden_size": 3584, "head_dim": 256, "intermediate_size": 14336, "vocab_size": 256000,
+                   "max_position_embeddings": 8192, "sliding_window": 4096, "dtype_bytes": 2,
+                   "weights_bytes": 18483000000,
+                   "layer_types": ["sliding_attention", "full_attention"] * 21,
+                   "config_omits": ["layer_types"]},  # the hub's config: Gemma 2 slides on even layers
+    "gemma-3-12b": {"name": "google/gemma-3-12b-it", "architecture": "Gemma3ForCausalLM", "model_type": "gemma3_text",
+                    "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 8,
+                    "hidden_size": 3840, "head_dim": 256, "intermediate_size": 15360, "vocab_size": 262208,
+                    "max_position_embeddings": 131072, "sliding_window": 1024, "dtype_bytes": 2,
+                    "weights_bytes": 24370000000,
+                    "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 8},
+    "gpt-oss-20b": {"name": "openai/gpt-oss-20b", "architecture": "GptOssForCausalLM", "model_type": "gpt_oss",
+                    "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8,
+                    "hidden_size": 2880, "head_dim": 64, "intermediate_size": 2880, "vocab_size": 201088,
+                    "max_position_embeddings": 131072, "sliding_window": 128, "dtype_bytes": 2,
+                    "weights_bytes": 13760000000,
+                    "layer_types": ["sliding_attention", "full_attention"] * 12},
 }
 
 MEMORY = {"cuda_context_bytes": 500 * MIB, "non_torch_bytes": 300 * MIB, "nccl_bytes": 256 * MIB,
@@ -92,8 +112,8 @@ def config_json(model: Dict[str, Any]) -> Dict[str, Any]:
     """The config.json a model with these numbers ships with."""
     keys = ("num_hidden_layers", "num_attention_heads", "num_key_value_heads", "hidden_size", "head_dim",
             "intermediate_size", "vocab_size", "max_position_embeddings", "rope_scaling", "sliding_window",
-            "use_sliding_window")
-    config = {key: model[key] for key in keys if key in model}
+            "use_sliding_window", "model_type", "layer_types")
+    config = {key: model[key] for key in keys if key in model and key not in model.get("config_omits", ())}
     config["architectures"] = [model["architecture"]]
     config["torch_dtype"] = {2: "bfloat16", 4: "float32", 1: "float8_e4m3fn"}[model.get("dtype_bytes", 2)]
     return config
@@ -206,6 +226,28 @@ def cases() -> List[Case]:
         "nothing", "oom")
     add("class3-kv-bytes-too-big-0.31", world("0.31.0", "A10G", "qwen-7b"), question(32768, kv_cache_memory=9 * GIB),
         "class 3: a fixed KV size that does not fit beside the weights: out of memory at any length", "nothing")
+
+    # --- KV cache groups (issue 20): hybrid layers on 0.29+, a window the fake sizes as full attention
+    add("v1-0.32-l4-gemma2-hybrid", world("0.32.0", "L4", "gemma-2-9b"), question(8192),
+        "Gemma 2 (no layer_types): sliding and full groups; the pool's length from vLLM's own figures", "v1",
+        "hybrid")
+    add("v1-0.34-a100-gemma3-hybrid", world("0.34.0", "A100-40", "gemma-3-12b"), question(131072),
+        "Gemma 3, five sliding groups to one full, on the extensible cache", "v1", "hybrid")
+    add("v1-0.29-l4-gptoss-hybrid", world("0.29.0", "L4", "gpt-oss-20b", foreign_gib=5.0),
+        question(131072, granularity=1, min_len=1024),
+        "GPT-OSS, window 128 on every other layer, beside another process, exact length", "v1", "hybrid",
+        "foreign")
+    add("fixed-kv-0.32-gemma2-hybrid", world("0.32.0", "4090", "gemma-2-9b"),
+        question(8192, granularity=1, min_len=1024, kv_cache_memory=1 * GIB),
+        "a fixed KV size in pool blocks of 21 layers", "fixed", "hybrid")
+    add("target-len-0.33-gemma3-hybrid", world("0.33.0", "A100-40", "gemma-3-12b"), question(131072, target_len=65536),
+        "--target-len on a hybrid model: the least utilization", "target", "hybrid")
+    add("v1-0.32-a10g-mistral-window", world("0.32.0", "A10G", "mistral-7b", foreign_gib=3.0), question(32768),
+        "a window on every layer that this (simulated) vLLM sizes as full attention: the trial's figures say so",
+        "v1", "hybrid")
+    add("v1-0.28-l4-gemma2-upward", world("0.28.0", "L4", "gemma-2-9b"), question(8192, granularity=1, min_len=1024),
+        "before 0.29 no group is read off the pool: after the verified fit, the next length up (not a"
+        " bisection from the maximum)", "v1", "hybrid")
 
     # --- other objectives
     add("fixed-util-0.32", world("0.32.0", "L4", "llama-8b"), question(131072, gpu_memory_utilization=0.9),

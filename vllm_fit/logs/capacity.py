@@ -12,7 +12,7 @@ import dataclasses
 from typing import Optional, Sequence
 
 from ..outcome import CapacityFacts, Outcome
-from .kv_groups import KvLayout, agreed_longest, calibrated, in_flight_options
+from .kv_groups import KvLayout, agreed_longest, calibrated, in_flight_options, tokens_line
 from .regime import Engine, Regime
 
 GIB = 1 << 30
@@ -60,15 +60,39 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
 
 
 def layout_len(facts: CapacityFacts, regime: Regime, block_size: int, layouts: Sequence[KvLayout]) -> Optional[int]:
-    """The longest length a started trial's pool holds by vLLM's KV cache groups (0.29+), where the
-    candidate layouts that reproduce its printed figures agree; None otherwise."""
+    """The longest length a started trial's pool holds by vLLM's KV cache groups, where the candidate
+    layouts that reproduce its printed figures agree; None otherwise.
+
+    From 0.29 the start check and the admission gate count the same blocks (null block included), so
+    any layout's need says it. Before 0.29 (V1, from 0.20.1 where the token figure is exact) only a
+    layout whose one group is sized as full attention is read: its request is plain attention's."""
     blocks, length = facts.num_blocks, facts.concurrency_len
-    if not layouts or not regime.v1 or not regime.null_block_in_start_check or not blocks or not length:
+    if not layouts or not regime.v1 or not blocks or not length:
+        return None
+    if not regime.null_block_in_start_check and not regime.since(0, 20, 1):
         return None
     tokens = facts.kv_cache_tokens if regime.since(0, 20, 1) else None
-    pairs = calibrated(layouts, in_flight_options(facts.max_num_batched_tokens, regime.cpu), block_size, blocks,
-                       length, tokens, facts.max_concurrency)
-    return agreed_longest(pairs, block_size, blocks) if pairs else None
+    in_flight = (facts.in_flight_tokens,) if facts.in_flight_tokens else in_flight_options(
+        facts.max_num_batched_tokens, regime.cpu)
+    pairs = calibrated(layouts, in_flight, block_size, blocks, length, tokens, facts.max_concurrency)
+    if not pairs:
+        return None
+    if regime.null_block_in_start_check:
+        return agreed_longest(pairs, block_size, blocks)
+    if any(layout.slides for layout, _ in pairs):
+        return None
+    return regime.servable_len(blocks, block_size)
+
+
+def request_blocks(facts: CapacityFacts, regime: Regime) -> Optional[int]:
+    """The blocks one request of the trial's length takes, by vLLM's own figures: the k with
+    int(blocks / k x length) equal to the token figure (0.20.1+); None where they do not pin one."""
+    blocks, length, tokens = facts.num_blocks, facts.concurrency_len, facts.kv_cache_tokens
+    if not regime.v1 or not regime.since(0, 20, 1) or not blocks or not length or not tokens:
+        return None
+    guess = max(1, round(blocks * length / max(tokens, 1)))
+    found = [k for k in range(max(1, guess - 2), guess + 3) if tokens_line(blocks, k, length) == tokens]
+    return found[0] if len(found) == 1 else None
 
 
 def hint_is_exact(outcome: Outcome, facts: CapacityFacts, regime: Regime, plain_attention: bool,

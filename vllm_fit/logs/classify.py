@@ -42,6 +42,7 @@ _ENGINE_FACTS = {
     "max_model_len": "effective_max_model_len",
     "gpu_memory_utilization": "gpu_memory_utilization",
     "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+    "in_flight_tokens": "in_flight_tokens",
 }
 
 

@@ -57,6 +57,8 @@ class Observation:
     autofit_reduced: Optional[bool] = None
     pool_at: Optional[int] = None
     """The max_model_len configured when the pool was sized, where it differs from `length` (auto-fit)."""
+    request_blocks: Optional[int] = None
+    """Blocks one request of `length` takes in this pool, by vLLM's own figures (0.20.1+)."""
     fixed_pool_bound: Optional[int] = None
     """With the KV size fixed (the same pool at every length): the pool's own limit, exact from vLLM's
     numbers; nothing longer starts and serves at this memory."""

@@ -114,19 +114,36 @@ class KvModel:
         return sizes[-1] if sizes else self.guess_block_size
 
     def page_bytes(self, history: Sequence[Observation]) -> Optional[float]:
-        """Bytes of one KV block on one device."""
-        if self.bytes_per_token:
+        """Bytes of one KV block on one device (for a model that is not plain attention, a block holds a
+        page of each layer of one group: measured first)."""
+        if self.bytes_per_token and self.plain:
             return float(self.bytes_per_token * self.block_size(history))
         for obs in reversed(history):  # measured: KV bytes over blocks, from any start that sized its pool
             if obs.started and obs.blocks and obs.kv_bytes:
                 return obs.kv_bytes / obs.blocks
+        if self.bytes_per_token:
+            return float(self.bytes_per_token * self.block_size(history))
         return None
+
+    def measured_request_blocks(self, length: int, history: Sequence[Observation]) -> Optional[int]:
+        """Blocks one request of `length` takes, as a trial at that length printed it (vLLM's own figure)."""
+        if self.plain or self.sequences > 1:
+            return None
+        return next((obs.request_blocks for obs in reversed(history)
+                     if obs.length == length and obs.request_blocks), None)
+
+    def need_exact(self, length: int, history: Sequence[Observation]) -> bool:
+        """Whether need_bytes is exact: plain attention, or vLLM's own figure for this length."""
+        return self.plain or self.measured_request_blocks(length, history) is not None
 
     def need_bytes(self, length: int, history: Sequence[Observation]) -> Optional[float]:
         """KV bytes `sequences` sequences of `length` need at once, null block included."""
         page = self.page_bytes(history)
         if page is None:
             return None
+        measured = self.measured_request_blocks(length, history)
+        if measured is not None:
+            return (measured + (1 if self.regime.request_needs_null_block else 0)) * page
         return self.regime.blocks_needed(length, self.block_size(history), self.sliding_window,
                                          sequences=self.sequences) * page
 

@@ -58,10 +58,11 @@ class LeastMemoryForLength(Objective):
         line gives a range; below its optimistic end nothing can hold one sequence.
         """
         need = self.model.need_bytes(self.length, history)
-        if need is None or not self.model.plain or not any(obs.block_size for obs in history):
+        if need is None or not self.model.need_exact(self.length, history) or not any(
+                obs.block_size for obs in history):
             return None  # before a launch reports the block size (or with a window on V1), a guess
         if self.grid.kind == "kv_cache_memory_bytes":
-            return self.grid.up(need) if self.model.bytes_per_token else None
+            return self.grid.up(need) if self.model.bytes_per_token or not self.model.plain else None
         total = self.model.total(history)
         if not total:
             return None

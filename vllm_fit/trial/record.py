@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..logs.capacity import hint_is_exact, max_len_hint, pool_blocks
+from ..logs.capacity import hint_is_exact, max_len_hint, pool_blocks, request_blocks
 from ..logs.classify import classify
 from ..logs.kv_groups import KvLayout
 from ..logs.regime import Engine, Regime
@@ -88,6 +88,12 @@ class TrialRecord:
         return float(value) if value is not None else None
 
     @property
+    def regime(self) -> Regime:
+        """The rules of the version and engine this trial ran (as far as it said)."""
+        engine = self.engine
+        return Regime.of(self.versions.get("vllm") or self.facts.engine_version, engine)
+
+    @property
     def engine(self) -> Optional[Engine]:
         return Engine(self.facts.engine) if self.facts.engine in ("v0", "v1") else None
 
@@ -112,6 +118,8 @@ class TrialRecord:
             oom_shortfall_bytes=shortfall, oom_stage=facts.oom_stage, free_fraction=free_fraction,
             transient=self.transient, engine=self.engine, autofit_reduced=facts.autofit_reduced,
             pool_at=facts.autofit_from if self.requested_len == AUTO else None,
+            request_blocks=request_blocks(facts, self.regime) if self.length and facts.concurrency_len == self.length
+            else None,
             fixed_pool_bound=self.hint if self.hint_exact and self.hint is not None
             and self.llm_kwargs.get("kv_cache_memory_bytes") is not None else None)
 
