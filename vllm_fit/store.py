@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
 from .errors import BadInput, EnvironmentProblem
 from .files.atomic import write_text_atomic
+from .files.reading import open_regular, parse_json, read_input_bytes
 from .outcome import Outcome
 from .trial.record import TrialRecord
 
@@ -62,13 +63,10 @@ class Journal:
         another schema or search, and timeouts under a shorter trial timeout than this run's (a
         longer wait may succeed).
         """
-        try:
-            lines = self.path.read_text(encoding="utf-8", errors="replace").splitlines()
-        except FileNotFoundError:
+        if not os.path.lexists(self.path):
             return []
-        except OSError as exc:
-            note("journal %s unreadable (%s): starting afresh" % (self.path, exc.strerror))
-            return []
+        lines = read_input_bytes(self.path, "journal", follow=False, error=EnvironmentProblem).decode(
+            "utf-8", errors="replace").splitlines()
         if not lines:
             return []
         header = _json_object(lines[0])
@@ -98,8 +96,10 @@ class Journal:
     def append(self, record: TrialRecord) -> None:
         """Add one finished trial, durably, before anything else happens."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        new = not self.path.exists() or self.path.stat().st_size == 0
-        with open(self.path, "a", encoding="utf-8") as handle:
+        fd = open_regular(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, "journal", follow=False,
+                          error=EnvironmentProblem)
+        new = os.fstat(fd).st_size == 0
+        with os.fdopen(fd, "a", encoding="utf-8") as handle:
             if new:
                 handle.write(json.dumps({"schema": SCHEMA, "fingerprint": self.fingerprint}) + "\n")
             handle.write(json.dumps(record.to_json(), default=str) + "\n")
@@ -119,9 +119,10 @@ def _renumbered(record: TrialRecord, index: int) -> TrialRecord:
 
 
 def _json_object(line: str) -> Optional[Dict[str, Any]]:
+    """A JSON object, strictly read; None for anything else (a torn line, NaN, deep nesting)."""
     try:
-        data = json.loads(line)
-    except ValueError:
+        data = parse_json(line, "cache entry")
+    except BadInput:
         return None
     return data if isinstance(data, dict) else None
 
@@ -138,14 +139,11 @@ class FitStore:
     def cached(self, fingerprint: str, note: Note = lambda message: None) -> Optional[Dict[str, Any]]:
         """The report of a finished search with this fingerprint, or None (unreadable ones with a note)."""
         path = self._fit_path(fingerprint)
-        try:
-            data = _json_object(path.read_text(encoding="utf-8", errors="replace"))
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return None
-        except OSError as exc:
-            data, reason = None, exc.strerror
-        else:
-            reason = "not a report of this version"
+        data = _json_object(read_input_bytes(path, "cached fit", follow=False, error=EnvironmentProblem).decode(
+            "utf-8", errors="replace"))
+        reason = "not a report of this version"
         if data is not None and data.get("schema") == SCHEMA and _usable(data):
             return data
         note("cached fit %s ignored (%s): searching again" % (path, reason))
@@ -168,7 +166,8 @@ class FitStore:
         path = self.root / "journals" / (fingerprint + ".lock")
         path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            handle = open(path, "a+")  # noqa: SIM115 - closed below, after the unlink
+            handle = os.fdopen(open_regular(path, os.O_RDWR | os.O_CREAT, "lock file", follow=False,
+                                            error=EnvironmentProblem), "a+")  # closed below, after the unlink
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 from typing import Any, Dict, Mapping, Union
 
-from ..errors import BadInput, one_line
+from ..errors import BadInput
+from ..files.reading import read_json
 
 
 def report_text(report: Mapping[str, Any]) -> str:
@@ -16,11 +17,7 @@ def report_text(report: Mapping[str, Any]) -> str:
 
 def read_report(path: Union[str, Path]) -> Dict[str, Any]:
     """A report vllm-fit wrote (search --report, batch reports/), or BadInput naming the problem."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput("cannot read report %s: %s" % (path, one_line(getattr(exc, "strerror", None) or str(exc),
-                                                                      200))) from None
+    data = read_json(path, "report")
     if not isinstance(data, dict) or not isinstance(data.get("trials"), list):
         raise BadInput("%s is not a vllm-fit report (no `trials` list); pass a file written by --report" % path)
     return data

@@ -12,6 +12,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 import yaml
 
 from ..errors import BadInput, one_line
+from ..files.reading import read_input_bytes
 from ..files.yaml_text import read_yaml
 from ..redact import is_secret_name
 
@@ -127,10 +128,7 @@ def read_config(path: Union[str, Path]) -> Dict[str, Any]:
 def read_comment_facts(path: Union[str, Path]) -> Dict[str, str]:
     """The `# key: value` metadata comments of a config written by vllm-fit."""
     facts = {}
-    try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise BadInput("cannot read config %s: %s" % (path, exc.strerror)) from None
+    text = read_input_bytes(path, "config").decode("utf-8", errors="replace")
     for line in text.splitlines():
         if line.startswith("# ") and ": " in line:
             key, _, value = line[2:].partition(": ")

@@ -13,6 +13,7 @@ from typing import Any, Union
 import yaml
 
 from ..errors import BadInput, one_line
+from .reading import check_nesting, read_input_text
 
 MAX_ALIASES = 100
 """YAML aliases allowed in one file (a bound against alias bombs)."""
@@ -33,6 +34,8 @@ class StrictLoader(yaml.SafeLoader):
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         seen = set()
         for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *base`: merged keys may be overridden by the mapping's own
             key = self.construct_object(key_node, deep=deep)
             if isinstance(key, (str, int, float, bool)) and key in seen:
                 raise yaml.YAMLError("duplicate key %r (line %d)" % (key, key_node.start_mark.line + 1))
@@ -41,21 +44,33 @@ class StrictLoader(yaml.SafeLoader):
 
 
 def strict_load(text: str) -> Any:
-    """Like yaml.safe_load (the loader is a SafeLoader), with duplicate keys refused and aliases bounded."""
-    return yaml.load(text, Loader=StrictLoader)
+    """Like yaml.safe_load (the loader is a SafeLoader), with duplicate keys refused, aliases bounded and
+    nesting bounded (a RecursionError becomes a YAMLError)."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)
+    except RecursionError:
+        raise yaml.YAMLError("nested too deeply to read") from None
 
 
 def read_yaml(path: Union[str, Path], what: str) -> Any:
     """The document in `path`, or BadInput naming `what` (e.g. "fleet file") and the problem."""
+    text = read_input_text(path, what)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise BadInput("%s %s is not UTF-8 text; save it as UTF-8" % (what, path)) from None
-    except IsADirectoryError:
-        raise BadInput("%s %s is a folder; name a YAML file" % (what, path)) from None
-    except OSError as exc:
-        raise BadInput("cannot read %s %s: %s" % (what, path, exc.strerror or exc)) from None
-    try:
-        return strict_load(text)
+        value = strict_load(text)
     except yaml.YAMLError as exc:
         raise BadInput("%s %s is not valid YAML: %s" % (what, path, one_line(str(exc), 300))) from None
+    _refuse_non_finite(value, "%s %s" % (what, path))
+    return check_nesting(value, "%s %s" % (what, path))
+
+
+def _refuse_non_finite(value: Any, what: str) -> None:
+    """YAML's .nan and .inf are no number vLLM or vllm-fit takes."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+            raise BadInput("%s holds %r, not a finite number" % (what, item))
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)

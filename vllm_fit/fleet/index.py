@@ -18,6 +18,7 @@ from ..export.junit import Verdict, junit_xml
 from ..export.markdown import summary_table
 from ..files.atomic import write_bytes_atomic, write_text_atomic
 from ..files.paths import inside
+from ..files.reading import read_json
 from ..report import now_iso
 
 
@@ -45,10 +46,7 @@ class EntryStatus(str, Enum):
 def load_index(path: Path) -> Dict[str, Any]:
     """An index.json, given as the file or the folder that holds it; BadInput for anything else."""
     path = path / "index.json" if path.is_dir() else path
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise BadInput("cannot read batch index %s: %s" % (path, getattr(exc, "strerror", None) or exc)) from None
+    data = read_json(path, "batch index")
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise BadInput("%s is not a vllm-fit batch index (it needs an `entries` list)" % path)
     for number, entry in enumerate(data["entries"], start=1):

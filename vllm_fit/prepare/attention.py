@@ -91,3 +91,36 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Optional[int], ...]]
     if str(config.get("model_type", "")) == "gemma2":
         return tuple(window if i % 2 == 0 else None for i in range(layers))
     return (window,) * layers
+
+
+_BOUNDS = {"num_hidden_layers": 100000, "num_attention_heads": 100000, "num_key_value_heads": 100000,
+           "head_dim": 1 << 20, "hidden_size": 1 << 24, "intermediate_size": 1 << 26, "vocab_size": 1 << 26,
+           "sliding_window": 1 << 40, "max_window_layers": 100000}
+"""The numbers the accounting reads, with the largest value any real model comes near."""
+KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
+
+
+def check_config(config: Dict[str, Any]) -> None:
+    """Refuse (ValueError) a config.json whose numbers the accounting cannot use: counts that are not
+    whole numbers in range, an unknown dtype, a misshapen architectures, rope or text_config entry."""
+    if "text_config" in config and config["text_config"] is not None and not isinstance(config["text_config"], dict):
+        raise ValueError("text_config must be a mapping, got %s" % type(config["text_config"]).__name__)
+    architectures = config.get("architectures")
+    if architectures is not None and (not isinstance(architectures, list)
+                                      or not all(isinstance(a, str) for a in architectures)):
+        raise ValueError("architectures must be a list of names, got %r" % (architectures,))
+    for section in (config, text_config(config)):
+        for key, bound in _BOUNDS.items():
+            value = section.get(key)
+            if value is None or (key in ("sliding_window", "max_window_layers") and value is False):
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= bound:
+                raise ValueError("%s must be a whole number from 1 to %d, got %r" % (key, bound, value))
+        for key in ("torch_dtype", "dtype"):
+            value = section.get(key)
+            if value is not None and (not isinstance(value, str) or value not in KNOWN_DTYPES):
+                raise ValueError("%s %r is not a dtype vLLM loads (%s)" % (key, value, ", ".join(sorted(DTYPE_BYTES))))
+        for key in ("rope_scaling", "rope_parameters"):
+            value = section.get(key)
+            if value is not None and not isinstance(value, dict):
+                raise ValueError("%s must be a mapping, got %s" % (key, type(value).__name__))

@@ -5,23 +5,26 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 from ..errors import BadInput
+from ..files.reading import check_nesting, read_input_bytes
 from .attention import DTYPE_BYTES as _DTYPE_BYTES
-from .attention import kv_bytes_per_token, layer_kv_bytes_per_token, layer_windows, sliding_window, text_config
+from .attention import (
+    check_config,
+    kv_bytes_per_token,
+    layer_kv_bytes_per_token,
+    layer_windows,
+    sliding_window,
+    text_config,
+)
+from .maxlen import MAX_CONFIG_BYTES, YARN_UNSCALED_SINCE, derived_max_len, max_len_source, tokenizer_max_len
 
-__all__ = ["ModelInfo", "kv_bytes_per_token", "layer_kv_bytes_per_token", "layer_windows", "read_model_info",
-           "sliding_window"]
-
-# The keys vLLM reads for the model's maximum length (_get_and_verify_max_len), smallest wins.
-_MAX_LEN_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                 "model_max_length", "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
-
+__all__ = ["ModelInfo", "derived_max_len", "kv_bytes_per_token", "layer_kv_bytes_per_token", "layer_windows",
+           "read_model_info", "sliding_window"]
 
 @dataclass(frozen=True)
 class ModelInfo:
@@ -110,78 +113,6 @@ def _text_config(config: Dict[str, Any]) -> Dict[str, Any]:
     return text_config(config)
 
 
-YARN_KINDS = ("yarn", "deepseek_yarn", "deepseek_llama_scaling")
-"""RoPE scalings whose factor vLLM stopped applying to the derived maximum in 0.30 (vLLM #56446)."""
-YARN_UNSCALED_SINCE = (0, 30)
-
-
-def derived_max_len(config: Dict[str, Any], version: Optional[Tuple[int, ...]] = None,
-                    tokenizer_max: Optional[float] = None) -> Optional[int]:
-    """The model's maximum length as vLLM `version` derives it (`_get_and_verify_max_len`): the smallest
-    length key (a boolean counts as the number it is in Python), but config.json's `model_max_length`
-    where it is set (Command-R), then the tokenizer's `model_max_length` if smaller, then RoPE scaling
-    (never for Gemma3, whose maximum is already scaled; from 0.30 a YaRN factor no longer multiplies it).
-    No version: the rule before 0.30."""
-    config = _text_config(config)
-    values = [_length_key(config, key) for key in _MAX_LEN_KEYS if key in config and config[key] is not None]
-    if not values:
-        return None
-    derived = float(min(values))
-    if config.get("model_max_length"):
-        derived = _length_key(config, "model_max_length")
-    if tokenizer_max is not None:
-        derived = min(derived, tokenizer_max)
-    scaling = config.get("rope_scaling") or config.get("rope_parameters")
-    if isinstance(scaling, dict) and "factor" in scaling and "gemma3" not in str(config.get("model_type", "")):
-        rope_type = scaling.get("rope_type", scaling.get("type"))
-        unscaled = version is not None and version >= YARN_UNSCALED_SINCE and rope_type in YARN_KINDS
-        if rope_type not in ("su", "longrope", "llama3", "default", "mrope") and not unscaled:
-            if rope_type == "yarn" and "original_max_position_embeddings" in scaling:
-                derived = _number(scaling, "original_max_position_embeddings", "rope_scaling.")
-            derived *= _number(scaling, "factor", "rope_scaling.")
-    if not math.isfinite(derived) or derived < 1 or derived > 1 << 40:
-        raise ValueError("the model's maximum length works out to %r" % derived)
-    return int(derived)
-
-
-def max_len_source(config: Dict[str, Any], tokenizer_max: Optional[float]) -> str:
-    """Which key decided the model's maximum, in words (for the over-the-maximum message)."""
-    text = _text_config(config)
-    values = {key: _length_key(text, key) for key in _MAX_LEN_KEYS if key in text and text[key] is not None}
-    if not values:
-        return "config.json"
-    key = "model_max_length" if text.get("model_max_length") else min(values, key=lambda k: values[k])
-    source = "config.json's %s (%s)" % (key, text.get(key))
-    if tokenizer_max is not None and tokenizer_max < values[key]:
-        source = "tokenizer_config.json's model_max_length (%d)" % tokenizer_max
-    scaling = text.get("rope_scaling") or text.get("rope_parameters")
-    if isinstance(scaling, dict) and "factor" in scaling:
-        source += ", with rope scaling %s by the version's rule" % (scaling.get("rope_type", scaling.get("type")))
-    return source
-
-
-def _length_key(mapping: Dict[str, Any], key: str) -> float:
-    """A length key's value as vLLM compares it: true and false are 1 and 0."""
-    value = mapping.get(key)
-    return float(value) if isinstance(value, bool) else _number(mapping, key)
-
-
-def tokenizer_max_len(folder: Path) -> Optional[float]:
-    """tokenizer_config.json's `model_max_length` (vLLM takes the smaller of it and the config's)."""
-    try:
-        value = json.loads((folder / "tokenizer_config.json").read_text()).get("model_max_length")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
-
-
-def _number(mapping: Dict[str, Any], key: str, where: str = "") -> float:
-    value = mapping.get(key)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError("%s%s must be a finite number, got %r" % (where, key, value))
-    return float(value)
-
-
 def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
     """Parameters x dtype bytes of a dense decoder with a gated MLP (Llama, Qwen, Mistral, Mixtral);
     None when a number is missing or the weights are quantized."""
@@ -225,11 +156,12 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
     config_file = path / "config.json"
     if not config_file.is_file():
         return ModelInfo(None, None, None, None, None)
-    raw = config_file.read_bytes()
+    raw = read_input_bytes(config_file, "the model's config.json", limit=MAX_CONFIG_BYTES)
     try:
-        config = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        config = check_nesting(json.loads(raw.decode("utf-8"), parse_constant=_no_constant), str(config_file))
         if not isinstance(config, dict):
             raise ValueError("it is not a JSON object")
+        check_config(config)
         text = _text_config(config)
         tokenizer = tokenizer_max_len(path)
         derived = derived_max_len(config, tokenizer_max=tokenizer)
@@ -238,6 +170,8 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         window = sliding_window(config)
         windows = layer_windows(config)
         per_layer = layer_kv_bytes_per_token(config)
+    except RecursionError:
+        raise BadInput("%s is nested too deeply to be a config.json; fix or replace it" % config_file) from None
     except (UnicodeDecodeError, ValueError, TypeError, ZeroDivisionError) as exc:
         raise BadInput("%s is not a config.json vLLM can read (%s); fix or replace it" % (config_file, exc)) from None
     heads = text.get("num_attention_heads")
