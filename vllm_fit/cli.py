@@ -24,7 +24,7 @@ from .export.json_report import report_text
 from .export.markdown import summary_table
 from .export.yaml_config import config_text
 from .files.atomic import write_text_atomic
-from .files.paths import check_distinct, check_output
+from .files.paths import check_distinct, check_not_inputs, check_output
 from .fitter import run_search
 from .fleet import batch as batch_module
 from .fleet.fleet_file import load_fleet, parse_shard
@@ -102,6 +102,9 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     request = request_from_options(options, os.environ, sys.executable)
     prepared = prepare(request)
     check_distinct({"--out": out, "--report": report})
+    model_folder = prepared.model.path if prepared.model.path is not None else None
+    check_not_inputs({"--out": out, "--report": report, "--work-dir": work_dir},
+                     files=[options["model"]], folders=[model_folder] if model_folder else [])
     if out:  # every output is proven writable before the first launch
         check_output(out, what="--out", suffixes=YAML_SUFFIXES)
     if report:
@@ -169,6 +172,8 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
         entries, shard_label = select_shard(entries, index, count), "%d/%d" % (index, count)
     tolerance_value = inputs.fraction("--tolerance", tolerance)
     before = load_index(Path(baseline)) if baseline else None
+    check_not_inputs({"--out-dir": out_dir}, files=[fleet_file] + ([baseline] if baseline else []),
+                     folders=[baseline] if baseline and Path(baseline).is_dir() else [])
     folder = check_output(out_dir, kind="folder", what="--out-dir")
     for sub in ("configs", "reports", "plots"):
         check_output(folder / sub, kind="folder", what="--out-dir")

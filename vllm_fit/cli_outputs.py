@@ -20,7 +20,7 @@ from .export.plot import FORMATS as PLOT_FORMATS
 from .export.plot import render as render_plot
 from .export.yaml_config import read_config
 from .files.atomic import write_bytes_atomic, write_text_atomic
-from .files.paths import check_distinct, check_output
+from .files.paths import check_distinct, check_not_inputs, check_output
 from .fleet.compare import compare
 from .fleet.index import failing, merge
 from .fleet.verify import DEFAULT_TOLERANCE as VERIFY_TOLERANCE
@@ -37,6 +37,8 @@ from .report import now_iso
 @click.option("--out-dir", metavar="DIR", required=True, help="Where the merged index, summary, JUnit go.")
 def merge_command(shard_outputs: List[str], out_dir: str) -> int:
     """Combine the outputs of `batch --shard` runs into one index, summary and JUnit report."""
+    check_not_inputs({"--out-dir": out_dir}, folders=[p for p in shard_outputs if Path(p).is_dir()],
+                      files=shard_outputs)
     folder = check_output(out_dir, kind="folder", what="--out-dir")
     index = merge([Path(p) for p in shard_outputs], folder)
     click.echo(summary_table(index).rstrip())
@@ -60,6 +62,7 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
     for path in paths:
         read_config(path)  # refuse a broken file before launching anything
     check_distinct({"--report": report, "--junit": junit})
+    check_not_inputs({"--report": report, "--junit": junit}, files=configs)
     if report:
         check_output(report, what="--report")
     if junit:
@@ -96,6 +99,7 @@ def compare_command(old: str, new: str, out: Optional[str]) -> int:
     Exit code 1 when a config got worse (gone, shorter, or less KV capacity).
     """
     if out:
+        check_not_inputs({"--out": out}, files=[old, new], folders=[p for p in (old, new) if Path(p).is_dir()])
         check_output(out, what="--out")
     text, worse = compare(Path(old), Path(new))
     if out:
@@ -113,6 +117,7 @@ def plot_command(report: str, out: str) -> int:
     With the capacity model's line, the cap, the fit, the model's maximum and the concurrency
     levels. Needs matplotlib (pip install 'vllm-fit[plot]').
     """
+    check_not_inputs({"--out": out}, files=[report])
     check_output(out, what="--out", suffixes=PLOT_FORMATS)
     data = read_report(report)
     write_bytes_atomic(out, render_plot(data, Path(out).suffix.lower()))

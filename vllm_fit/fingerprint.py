@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Dict, Mapping
 
-from .redact import is_secret_name
+from .redact import is_secret_name, redacted
 
 MEMORY_ENV = ("VLLM_USE_V1", "VLLM_ATTENTION_BACKEND", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
               "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "CUDA_DEVICE_ORDER",
@@ -38,7 +38,7 @@ def fingerprint_inputs(prepared: Any) -> Dict[str, Any]:
             continue
         value = getattr(request, name)
         search[name] = value.value if hasattr(value, "value") else value
-    engine_args = {key: value for key, value in request.engine_args.items() if not is_secret_name(key)}
+    engine_args = {key: redacted(value) for key, value in request.engine_args.items() if not is_secret_name(key)}
     return {
         "model": request.model,
         "model_config_sha256": prepared.model.config_sha256,

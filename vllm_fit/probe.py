@@ -256,7 +256,7 @@ def serve(spec: dict) -> dict:
     secrets = json.loads(os.environ.pop(SECRET_ARGS_ENV, "") or "{}")
     argv = _config_expanded(list(spec["server_args"]))
     for key, value in secrets.items():
-        argv += ["--" + key.replace("_", "-"), str(value)]
+        argv += ["--" + key.replace("_", "-"), json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
     _write_result(spec["result_path"], result)  # the parent reads it while the server runs
     _mark("start")
     sys.argv = [SERVER_MODULE, *argv]

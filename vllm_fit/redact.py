@@ -30,15 +30,50 @@ def is_secret_name(name: str) -> bool:
     return any(word in SECRET_WORDS for word in words)
 
 
+def redacted(value: Any) -> Any:
+    """A value with every secret-named entry, at any depth of mappings and lists, replaced by ***."""
+    if isinstance(value, Mapping):
+        return {key: (REDACTED if is_secret_name(key) else redacted(item)) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(item) for item in value]
+    return value
+
+
+def _has_secret_key(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return any(is_secret_name(key) or _has_secret_key(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_secret_key(item) for item in value)
+    return False
+
+
+def is_secret_arg(key: str, value: Any) -> bool:
+    """An engine argument that is a secret or carries one at any depth (`hf_overrides={"api_key": ...}`,
+    redacted or not): it never reaches a file, only the trial's environment and command line."""
+    return is_secret_name(key) or _has_secret_key(value)
+
+
 def public_args(args: Mapping[str, Any]) -> Dict[str, Any]:
-    """Engine arguments with secret values replaced by ***."""
-    return {key: (REDACTED if is_secret_name(key) else value) for key, value in args.items()}
+    """Engine arguments with secret values replaced by ***, at any depth."""
+    return {key: (REDACTED if is_secret_name(key) else redacted(value)) for key, value in args.items()}
+
+
+def _secrets_in(value: Any, secret: bool, found: set) -> None:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _secrets_in(item, secret or is_secret_name(key), found)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _secrets_in(item, secret, found)
+    elif secret and value is not None and len(str(value)) >= _MIN_SECRET_LEN:
+        found.add(str(value))
 
 
 def secret_values(*mappings: Mapping[str, Any]) -> list:
-    """The values of secret-named entries, longest first, worth scrubbing from free text."""
-    found = {str(value) for mapping in mappings for key, value in mapping.items()
-             if is_secret_name(key) and value is not None and len(str(value)) >= _MIN_SECRET_LEN}
+    """The values of secret-named entries at any depth, longest first, worth scrubbing from free text."""
+    found: set = set()
+    for mapping in mappings:
+        _secrets_in(mapping, False, found)
     return sorted(found, key=len, reverse=True)
 
 

@@ -12,7 +12,7 @@ from typing import Callable, List, Optional
 
 from .gpu import LOST_VIEW
 from .outcome import Outcome
-from .redact import is_secret_name, public_args
+from .redact import is_secret_arg, public_args
 from .search.objectives import Objective
 from .trial.listener import Listener
 from .trial.record import TrialRecord
@@ -151,7 +151,7 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
         explored = best
         kwargs = plan.llm_kwargs({})  # the real secret values, which records never keep
         kwargs.update({key: value for key, value in explored.llm_kwargs.items()
-                       if key != "load_format" and not is_secret_name(key)})
+                       if key != "load_format" and not is_secret_arg(key, value)})
         wanted = public_args(kwargs)
         done = next((r for r in records if r.load_format is None and r.llm_kwargs == wanted), None)
         if done is None:  # not verified yet (a resumed search may have journaled it)

@@ -14,7 +14,7 @@ import yaml
 from ..errors import BadInput, one_line
 from ..files.reading import read_input_bytes
 from ..files.yaml_text import read_yaml
-from ..redact import is_secret_name
+from ..redact import is_secret_arg
 
 FIRST_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
               "tensor_parallel_size")
@@ -24,7 +24,7 @@ def config_args(llm_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
     """The engine arguments worth writing: the search's keys first, then the user's; no secrets."""
     ordered = {key: llm_kwargs[key] for key in FIRST_KEYS if llm_kwargs.get(key) is not None}
     for key, value in llm_kwargs.items():
-        if key not in ordered and value is not None and not is_secret_name(key):
+        if key not in ordered and value is not None and not is_secret_arg(key, value):
             ordered[key] = value
     return ordered
 
@@ -33,7 +33,7 @@ def render_config(llm_kwargs: Mapping[str, Any], comments: List[str]) -> str:
     """YAML text: one `# ...` line per comment, then `dash-key: value` lines."""
     body = {key.replace("_", "-"): value for key, value in config_args(llm_kwargs).items()}
     header = "".join("# %s\n" % line for line in comments)
-    omitted = [key for key in llm_kwargs if is_secret_name(key)]
+    omitted = [key for key, value in llm_kwargs.items() if is_secret_arg(key, value)]
     if omitted:
         header += "# Left out (secrets; pass them through the environment): %s\n" % ", ".join(omitted)
     return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)

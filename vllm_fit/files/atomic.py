@@ -1,16 +1,16 @@
 """Atomic file writes: a temporary file in the same folder, synced, renamed over the target, folder synced.
 
 Readers see the old file or the whole new one, never a part, and a reboot keeps what was written.
-The new file gets normal permissions (0666 minus the umask, or the mode of the file it replaces):
-a `vllm serve` running as another user can read the config. Only a regular file is ever replaced:
-a symlink, a device, a folder or anything else at the target is refused (see paths.check_output).
+The new file gets normal permissions (0644 under the umask, never the mode of the file it replaces):
+a `vllm serve` running as another user can read the config, and no setuid or world-write bit is copied.
+Only a regular file is ever replaced: a symlink, a device, a folder or anything else at the target is
+refused (see paths.check_output).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import stat
 import tempfile
 from pathlib import Path
 from typing import Union
@@ -19,13 +19,11 @@ from .paths import check_output
 
 
 def _mode_for(path: Path) -> int:
-    """The mode the written file gets: the replaced file's, else 0666 minus the umask."""
-    try:
-        return stat.S_IMODE(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+    """The mode the written file gets: 0644 under the umask, whatever the file it replaces had (a
+    setuid, setgid or world-writable file is never reproduced)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o644 & ~umask
 
 
 def fsync_folder(folder: Path) -> None:

@@ -89,3 +89,44 @@ def inside(folder: Path, relative: object, what: str) -> Path:
     if pure.is_absolute() or ".." in pure.parts or "\\" in relative or "\x00" in relative:
         raise BadInput("%s: the path %r leaves its folder; only paths inside %s are read" % (what, relative, folder))
     return folder / Path(*pure.parts)
+
+
+MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".model", ".py", ".tiktoken", ".msgpack",
+                       ".h5", ".jinja", ".npz")
+MODEL_FILE_NAMES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                    "special_tokens_map.json", "added_tokens.json", "preprocessor_config.json", "vocab.json",
+                    "vocab.txt", "merges.txt", "chat_template.json", "params.json", "processor_config.json")
+"""What vLLM and transformers read from a model folder (besides index files of weights)."""
+
+
+def is_model_file(name: str) -> bool:
+    """Whether a file of this name in a model folder is read when the model is loaded."""
+    return name in MODEL_FILE_NAMES or name.endswith(MODEL_FILE_SUFFIXES) or name.endswith(".index.json")
+
+
+def check_not_inputs(outputs: Dict[str, Optional[str]], files: Sequence[PathLike] = (),
+                     folders: Sequence[PathLike] = ()) -> None:
+    """No output replaces an input: not one of `files` (through any link), not a file that loading the
+    model reads inside one of `folders` (config.json, weights, tokenizer), and not the folder itself."""
+    inputs = {os.path.realpath(os.path.expanduser(str(path))): str(path) for path in files}
+    roots = [os.path.realpath(os.path.expanduser(str(folder))) for folder in folders]
+    for flag, path in outputs.items():
+        if not path:
+            continue
+        real = os.path.realpath(os.path.expanduser(str(path)))
+        if real in inputs:
+            raise BadInput("%s %s is an input of this command (%s); write the output elsewhere"
+                           % (flag, path, inputs[real]))
+        for root in roots:
+            if real == root or (real.startswith(root + os.sep) and is_model_file(os.path.basename(real))):
+                raise BadInput("%s %s would replace %s of the model in %s; write it elsewhere"
+                               % (flag, path, os.path.relpath(real, root), root))
+
+
+def contained(path: Path, folder: Path, what: str) -> Path:
+    """`path` as read for a copy: a regular file whose real location is inside `folder` (no link out)."""
+    real, root = os.path.realpath(path), os.path.realpath(folder)
+    if not real.startswith(root + os.sep) or os.path.islink(path):
+        raise BadInput("%s: %s is a link%s; only files inside %s are copied" % (
+            what, path, " out of its folder" if not real.startswith(root + os.sep) else "", folder))
+    return path

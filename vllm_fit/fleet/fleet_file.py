@@ -127,11 +127,15 @@ def load_fleet(path: Union[str, Path], env: Mapping[str, str], default_python: s
     return parse_fleet(read_yaml(path, "fleet file"), str(path), env, default_python)
 
 
+MAX_SHARDS = 10000
+"""More shards than this leave nearly every one empty: a mistyped --shard, not a CI matrix."""
+
+
 def parse_shard(text: str) -> Tuple[int, int]:
     """`i/n` with 1 <= i <= n."""
-    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text or "")
-    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
-        raise BadInput("--shard takes i/n with 1 <= i <= n, got %r; e.g. --shard 1/4" % text)
+    match = re.fullmatch(r"\s*(\d{1,6})\s*/\s*(\d{1,6})\s*", text or "")
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)) <= MAX_SHARDS:
+        raise BadInput("--shard takes i/n with 1 <= i <= n <= %d, got %r; e.g. --shard 1/4" % (MAX_SHARDS, text[:40]))
     return int(match.group(1)), int(match.group(2))
 
 

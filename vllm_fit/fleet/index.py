@@ -7,6 +7,7 @@ checked, and the config and report paths it names must stay inside its folder.
 from __future__ import annotations
 
 import json
+import os
 from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
@@ -17,8 +18,8 @@ from ..export.html import summary_html
 from ..export.junit import Verdict, junit_xml
 from ..export.markdown import summary_table
 from ..files.atomic import write_bytes_atomic, write_text_atomic
-from ..files.paths import inside
-from ..files.reading import read_json
+from ..files.paths import contained, inside
+from ..files.reading import read_input_bytes, read_json
 from ..report import now_iso
 
 
@@ -109,15 +110,20 @@ def merge(indexes: List[Path], out_dir: Path) -> Dict[str, Any]:
             for key in ("config", "report", "plot"):
                 if entry.get(key) is None:
                     continue
-                source = inside(folder, entry[key], "%s: entry %r %s" % (path, entry["name"], key))
-                target = inside(out_dir, entry[key], "%s: entry %r %s" % (path, entry["name"], key))
+                what = "%s: entry %r %s" % (path, entry["name"], key)
+                source = inside(folder, entry[key], what)
+                target = inside(out_dir, entry[key], what)
                 if not source.is_file():
                     raise BadInput("%s: entry %r names %s, which is missing" % (path, entry["name"], source))
+                contained(source, folder, what)
+                if os.path.lexists(target.parent) and (target.parent.is_symlink() or not target.parent.is_dir()):
+                    raise BadInput("%s: %s in --out-dir is not a folder of its own (a link?); remove it"
+                                   % (what, target.parent))
                 if source.resolve() != target.resolve():
                     copies.append((source, target))
     for source, target in copies:  # only once every index has been checked
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_bytes_atomic(target, source.read_bytes())
+        write_bytes_atomic(target, read_input_bytes(source, "shard file", follow=False))
     index = new_index(list(entries.values()), fleets.pop() if len(fleets) == 1 else None, None)
     write_outputs(out_dir, index)
     return index

@@ -24,7 +24,15 @@ RESERVED_ENGINE_ARGS = {
     "gpu_memory_utilization": "--gpu-memory-utilization",
     "kv_cache_memory_bytes": "--kv-cache-memory",
     "tensor_parallel_size": "--tensor-parallel-size",
+    "config": "the YAML the search writes (a served trial is started on it)",
+    "port": "nothing: each served trial picks a free port (verify overrides a deployment's)",
+    "host": "nothing: served trials listen on 127.0.0.1",
 }
+POSITIVE_ENGINE_ARGS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_gpu_blocks_override",
+                        "pipeline_parallel_size", "data_parallel_size", "max_seq_len_to_capture")
+"""Engine arguments that are counts or sizes: a value below 1 is no setting vLLM takes."""
+MAX_CONCURRENCY = 65536
+"""--concurrency above this is no deployment (vLLM's max_num_seqs defaults are 256-1024)."""
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
 _LITERALS = {"true": True, "false": False, "none": None, "null": None}
 MAX_NUMBER = 10**15
@@ -64,6 +72,15 @@ def positive_int(flag: str, raw: Any) -> int:
     value = _whole(flag, raw, "4096")
     if value < 1:
         raise BadInput("%s must be at least 1, got %r; e.g. %s 4096" % (flag, raw, flag))
+    return value
+
+
+def concurrency(flag: str, raw: Any) -> int:
+    """A whole number of sequences from 1 to MAX_CONCURRENCY."""
+    value = positive_int(flag, raw)
+    if value > MAX_CONCURRENCY:
+        raise BadInput("%s %d is more sequences than any deployment runs at once; at most %d"
+                       % (flag, value, MAX_CONCURRENCY))
     return value
 
 
@@ -220,7 +237,12 @@ def checked_engine_args(items: Iterable[Tuple[str, Any]]) -> Dict[str, Any]:
     for key, value in items:
         if not _KEY.match(key):
             raise BadInput("--engine-arg takes KEY=VALUE, got key %r; e.g. --engine-arg enforce_eager=true" % key)
+        if key != key.lower():
+            raise BadInput("--engine-arg %s: vLLM's engine arguments are lowercase (%s); fix the name"
+                           % (key, key.lower()))
         key = key.replace("-", "_")
+        if key in POSITIVE_ENGINE_ARGS and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise BadInput("--engine-arg %s=%r: it must be a whole number of at least 1" % (key, value))
         if key in RESERVED_ENGINE_ARGS:
             raise BadInput("%s is set by the search; use %s instead of --engine-arg"
                            % (key, RESERVED_ENGINE_ARGS[key]))

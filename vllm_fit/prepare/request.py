@@ -156,7 +156,7 @@ class SearchRequest:
         " baselines.", fingerprint=True, default=Strategy.PREDICT, applies=LONGEST, metavar="NAME",
         choices=[s.value for s in Strategy], default_text=Strategy.PREDICT.value)
     concurrency: int = option(
-        "concurrency", inputs.positive_int, "N full-length sequences must run at once (counted in vLLM's"
+        "concurrency", inputs.concurrency, "N full-length sequences must run at once (counted in vLLM's"
         " blocks, null block included, and proven by N concurrent requests); the YAML sets max-num-seqs: N.",
         fingerprint=True, default=1, metavar="N", default_text="1")
     via: Via = option(

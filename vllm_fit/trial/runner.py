@@ -22,7 +22,7 @@ import psutil
 from ..logs import phases
 from ..logs.phases import Phase
 from ..probe import PHASE_MARKER, SECRET_ARGS_ENV
-from ..redact import is_secret_name, public_args, scrub, secret_values
+from ..redact import is_secret_arg, public_args, scrub, secret_values
 from .process_tree import GONE_TIMEOUT_S, kill_tree
 
 PROBE_SOURCE = Path(__file__).resolve().parent.parent / "probe.py"
@@ -128,7 +128,7 @@ def run_probe(
     result_path = trial_dir / "result.json"
     if result_path.exists():
         result_path.unlink()
-    secret_args = {key: value for key, value in llm_kwargs.items() if is_secret_name(key)}
+    secret_args = {key: value for key, value in llm_kwargs.items() if is_secret_arg(key, value)}
     spec: Dict[str, Any] = {"llm_kwargs": public_args(llm_kwargs), "sequences": sequences,
                             "result_path": str(result_path)}
     if server_args is not None:

@@ -21,7 +21,7 @@ import httpx
 from ..export.yaml_config import render_config
 from ..logs import metrics, patterns
 from ..logs.phases import Phase
-from ..redact import is_secret_name, secret_values
+from ..redact import is_secret_arg, secret_values
 from .http_requests import send_requests, verdict
 from .runner import Driver, ProcessRun, Session, run_probe
 
@@ -84,7 +84,7 @@ def run_server(python: str, llm_kwargs: Mapping[str, Any], trial_dir: Path, *, t
                           request_timeout_s or timeout_s)
     # The probe appends secret arguments to the server's command line; a user's file carries its own.
     kwargs = dict(llm_kwargs) if user_file is None else {
-        key: value for key, value in llm_kwargs.items() if not is_secret_name(key)}
+        key: value for key, value in llm_kwargs.items() if not is_secret_arg(key, value)}
     return run_probe(python, kwargs, trial_dir, timeout_s=timeout_s, env=env,
                      request_timeout_s=request_timeout_s, sequences=sequences, on_phase=on_phase,
                      server_args=server_args, driver=driver, also_secret=secret_values(llm_kwargs))
