@@ -8,6 +8,8 @@ and the path of a debug log.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import signal
 import sys
@@ -174,6 +176,8 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
     before = load_index(Path(baseline)) if baseline else None
     check_not_inputs({"--out-dir": out_dir}, files=[fleet_file] + ([baseline] if baseline else []),
                      folders=[baseline] if baseline and Path(baseline).is_dir() else [])
+    folder = check_output(out_dir, kind="folder", what="--out-dir", create=False)
+    batch_module.check_outputs(folder, entries)  # every file the batch writes, before anything is created
     folder = check_output(out_dir, kind="folder", what="--out-dir")
     for sub in ("configs", "reports", "plots"):
         check_output(folder / sub, kind="folder", what="--out-dir")
@@ -196,6 +200,13 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
 def _raise_interrupt(signum: int, frame: object) -> None:
     """SIGTERM behaves like Ctrl-C: unwind, so every trial's process group is killed on the way."""
     raise KeyboardInterrupt
+
+
+def _say(line: str) -> None:
+    """One line to standard error, even when standard output is broken."""
+    with contextlib.suppress(OSError):  # nowhere left to say it: the exit code still does
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
 
 
 def _internal_error(exc: BaseException) -> int:
@@ -225,6 +236,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         code = int(exc.exit_code)
     except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EBADF):
+            code = _internal_error(exc)
+        else:  # the terminal or the file standard output goes to is full or gone: files written stay
+            _say("vllm-fit: error: cannot write the output (%s); free space or point standard output"
+                 " elsewhere" % (exc.strerror or exc))
+            code = int(ExitCode.ENVIRONMENT)
     except Exception as exc:  # never a traceback: one line and a debug log
         code = _internal_error(exc)
     finally:

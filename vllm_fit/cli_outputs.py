@@ -39,7 +39,7 @@ def merge_command(shard_outputs: List[str], out_dir: str) -> int:
     """Combine the outputs of `batch --shard` runs into one index, summary and JUnit report."""
     check_not_inputs({"--out-dir": out_dir}, folders=[p for p in shard_outputs if Path(p).is_dir()],
                       files=shard_outputs)
-    folder = check_output(out_dir, kind="folder", what="--out-dir")
+    folder = check_output(out_dir, kind="folder", what="--out-dir", create=False)  # created once all is checked
     index = merge([Path(p) for p in shard_outputs], folder)
     click.echo(summary_table(index).rstrip())
     return _exit(ExitCode.NO_FIT if failing(index) else ExitCode.OK)

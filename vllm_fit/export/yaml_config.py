@@ -86,6 +86,8 @@ def config_comments(report: Mapping[str, Any]) -> List[str]:
 
 INT_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "max_num_batched_tokens",
             "block_size", "kv_cache_memory_bytes")
+MAX_LENGTH = 1 << 40
+"""No model's context comes near this many tokens."""
 _HUMAN_INT = re.compile(r"([0-9]{1,12})([kKmMgG]?)")
 _HUMAN_FACTORS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
 """vllm serve's human-readable integers: 32k = 32000, 32K = 32768 (vllm/engine/arg_utils.py)."""
@@ -112,17 +114,27 @@ def read_config(path: Union[str, Path]) -> Dict[str, Any]:
         raise BadInput("%s: key %r is not a name; vllm serve takes option names such as max-model-len"
                        % (path, odd[0]))
     args = {key.replace("-", "_"): value for key, value in data.items()}
+    if not isinstance(args["model"], str) or not args["model"].strip():
+        raise BadInput("%s: model must name a model directory or hub id, got %r" % (path, args["model"]))
     args["max_model_len"] = human_int("max-model-len", args["max_model_len"], str(path))
-    if args["max_model_len"] < 1:
-        raise BadInput("%s: max-model-len must be at least 1, got %r" % (path, data["max-model-len"]))
+    if not 1 <= args["max_model_len"] <= MAX_LENGTH:
+        raise BadInput("%s: max-model-len must be from 1 to %d, got %r" % (path, MAX_LENGTH, data["max-model-len"]))
     for key in INT_KEYS:
         if args.get(key) is not None:
             args[key] = human_int(key.replace("_", "-"), args[key], str(path))
+            if args[key] < 1:
+                raise BadInput("%s: %s must be at least 1, got %r" % (path, key.replace("_", "-"), args[key]))
     utilization = args.get("gpu_memory_utilization")
     if utilization is not None and (isinstance(utilization, bool) or not isinstance(utilization, (int, float))
                                     or not 0 < utilization <= 1):
         raise BadInput("%s: gpu-memory-utilization must be a number in (0, 1], got %r" % (path, utilization))
     return args
+
+
+def comment_int(facts: Mapping[str, str], key: str) -> Optional[int]:
+    """A whole number from a `# key: value` comment (ASCII digits only), else None."""
+    value = facts.get(key)
+    return int(value) if value and re.fullmatch(r"[0-9]{1,15}", value) else None
 
 
 def read_comment_facts(path: Union[str, Path]) -> Dict[str, str]:

@@ -33,16 +33,24 @@ def _writable_folder(folder: Path, what: str) -> None:
 
 
 def check_output(path: PathLike, kind: str = "file", what: Optional[str] = None,
-                 suffixes: Sequence[str] = ()) -> Path:
+                 suffixes: Sequence[str] = (), create: bool = True) -> Path:
     """Refuse (BadInput) an output path that cannot or must not be written; return it as a Path.
 
-    kind "file": the parent must exist; kind "folder": the folder is created when absent.
+    kind "file": the parent must exist; kind "folder": the folder is created when absent, unless
+    `create` is False (then only its nearest existing parent must be a writable folder: nothing is
+    created before every check has passed).
     """
     path = Path(path)
     what = what or str(path)
     if kind == "folder":
         if path.is_symlink() or (path.exists() and not path.is_dir()):
             raise BadInput("%s: %s exists and is not a folder; choose another --out-dir" % (what, path))
+        if not create and not path.exists():
+            parent = path.absolute().parent
+            while not parent.exists():
+                parent = parent.parent
+            _writable_folder(parent, what)
+            return path
         try:
             path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -75,7 +83,7 @@ def check_distinct(outputs: Dict[str, Optional[str]]) -> None:
     for flag, path in outputs.items():
         if not path:
             continue
-        resolved = Path(path).expanduser().resolve()
+        resolved = Path(os.path.expanduser(str(path))).resolve()
         if resolved in seen:
             raise BadInput("%s and %s name the same file %s; give each its own" % (seen[resolved], flag, path))
         seen[resolved] = flag

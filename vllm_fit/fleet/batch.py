@@ -12,6 +12,7 @@ batch killed half-way leaves a true account of what it finished:
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from ..export.json_report import report_text
 from ..export.plot import render as render_plot
 from ..export.yaml_config import config_text
 from ..files.atomic import write_bytes_atomic, write_text_atomic
+from ..files.paths import check_output
 from ..fitter import SearchOutcome, run_search
 from ..prepare import prepare
 from ..store import FitStore
@@ -44,6 +46,23 @@ class BatchSettings:
     force: bool = False
     baseline: Optional[Dict[str, Any]] = None
     tolerance: float = DEFAULT_TOLERANCE
+
+
+OUTPUT_FILES = ("index.json", "summary.md", "summary.html", "junit.xml")
+
+
+def check_outputs(out_dir: Path, entries: List[FleetEntry]) -> None:
+    """Every file a batch writes into `out_dir`, checked before the first search (a link, a folder or
+    a pipe where a file goes is refused now, not after hours of searches)."""
+    paths = [out_dir / name for name in OUTPUT_FILES]
+    for entry in entries:
+        paths += [out_dir / "configs" / ("%s.yaml" % entry.name), out_dir / "reports" / ("%s.json" % entry.name),
+                  out_dir / "plots" / ("%s.svg" % entry.name)]
+    for sub in ("configs", "reports", "plots"):
+        check_output(out_dir / sub, kind="folder", what="--out-dir", create=False)
+    for path in paths:
+        if os.path.lexists(path):
+            check_output(path, what="--out-dir")
 
 
 def entry_status(outcome: SearchOutcome) -> EntryStatus:

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Dict, List
 
 from ..errors import BadInput
 from ..export.markdown import comparison
-from ..export.yaml_config import read_comment_facts, read_config
+from ..export.yaml_config import comment_int, read_comment_facts, read_config
+from ..files.reading import read_input_bytes
 from .index import load_index
 
 
 def _from_config(path: Path) -> Dict[str, Any]:
     config, facts = read_config(path), read_comment_facts(path)
-    tokens = facts.get("kv-cache-tokens")
-    return {"max_model_len": config.get("max_model_len"), "kv_cache_tokens": int(tokens) if tokens and
-            tokens.isdigit() else None, "gpu_memory_utilization": config.get("gpu_memory_utilization"),
+    return {"max_model_len": config.get("max_model_len"), "kv_cache_tokens": comment_int(facts, "kv-cache-tokens"),
+            "gpu_memory_utilization": config.get("gpu_memory_utilization"),
             "kv_cache_memory_bytes": config.get("kv_cache_memory_bytes"), "vllm": facts.get("vllm")}
 
 
@@ -33,6 +34,8 @@ def load_set(path: Path) -> Dict[str, Dict[str, Any]]:
     if path.is_file():
         return {path.stem: _from_config(path)}
     if not path.is_dir():
+        if os.path.lexists(path):
+            read_input_bytes(path, "compared file")  # says what it is (a pipe, a device) rather than reading it
         raise BadInput("%s is neither a folder of configs, a config, nor a batch index.json" % path)
     folder = path / "configs" if (path / "configs").is_dir() else path
     configs = sorted(folder.glob("*.yaml"))

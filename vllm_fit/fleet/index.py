@@ -10,7 +10,7 @@ import json
 import os
 from enum import Enum
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import __version__
 from ..errors import BadInput
@@ -60,7 +60,28 @@ def load_index(path: Path) -> Dict[str, Any]:
                 from None
         if entry.get("fit") is not None and not isinstance(entry["fit"], dict):
             raise BadInput("%s: entry %r has a `fit` that is not a mapping" % (path, entry["name"]))
+        _check_fields(path, entry)
     return data
+
+
+FIT_FIELDS: Dict[str, Any] = {"max_model_len": int, "kv_cache_tokens": int, "kv_cache_memory_bytes": int,
+              "gpu_memory_utilization": (int, float), "max_concurrency": (int, float), "kv_cache_blocks": int}
+"""The numbers of an entry's fit that merge, compare, --baseline and the summaries read."""
+ENTRY_FIELDS: Dict[str, Any] = {"config": str, "report": str, "plot": str, "message": str, "vllm_version": str,
+                "launches": int, "wall_time_s": (int, float)}
+
+
+def _check_fields(path: Path, entry: Mapping[str, Any]) -> None:
+    """Every field the tool reads has its type (a number is a number, never a bool or a string)."""
+    checks: List[Tuple[Mapping[str, Any], str, Any]] = [(entry, key, kind) for key, kind in ENTRY_FIELDS.items()]
+    checks += [(entry["fit"], key, kind) for key, kind in FIT_FIELDS.items() if isinstance(entry.get("fit"), dict)]
+    for holder, key, kind in checks:
+        value = holder.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, kind) or (isinstance(value, (int, float)) and value < 0):
+            raise BadInput("%s: entry %r: %s is %r, not a %s; is this a vllm-fit index?" % (
+                path, entry["name"], key, value, "text" if kind is str else "non-negative number"))
 
 
 def new_index(entries: List[Dict[str, Any]], fleet: Optional[str], shard: Optional[str]) -> Dict[str, Any]:
@@ -121,7 +142,8 @@ def merge(indexes: List[Path], out_dir: Path) -> Dict[str, Any]:
                                    % (what, target.parent))
                 if source.resolve() != target.resolve():
                     copies.append((source, target))
-    for source, target in copies:  # only once every index has been checked
+    out_dir.mkdir(parents=True, exist_ok=True)  # only once every index has been checked
+    for source, target in copies:
         target.parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(target, read_input_bytes(source, "shard file", follow=False))
     index = new_index(list(entries.values()), fleets.pop() if len(fleets) == 1 else None, None)

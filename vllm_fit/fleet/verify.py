@@ -13,13 +13,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional
 
+from ..errors import BadInput
 from ..export.junit import Verdict
-from ..export.yaml_config import read_comment_facts, read_config
+from ..export.yaml_config import comment_int, read_comment_facts, read_config
 from ..files.workdir import run_folder
 from ..gpu import Devices
-from ..logs.regime import Regime
+from ..logs.regime import Regime, version_tuple
 from ..outcome import Outcome
-from ..prepare.checks import check_model
+from ..prepare.checks import LONG_LEN_ENV, check_model
 from ..prepare.envcheck import Interpreter
 from ..prepare.request import Via
 from ..trial.listener import Listener
@@ -48,8 +49,7 @@ class VerifyStatus(str, Enum):
 
 def recorded_capacity(path: Path) -> Optional[int]:
     """The KV capacity in tokens recorded when the config was fitted, if it was."""
-    value = read_comment_facts(path).get("kv-cache-tokens")
-    return int(value) if value and value.isdigit() else None
+    return comment_int(read_comment_facts(path), "kv-cache-tokens")
 
 
 def engine_kwargs(config: Mapping[str, Any]) -> Dict[str, Any]:
@@ -92,8 +92,12 @@ def verify_all(paths: List[Path], interpreter: Interpreter, env: Mapping[str, st
                tolerance: float, listener: Listener, via: Via = Via.SERVE) -> List[Dict[str, Any]]:
     """Verify configs one after the other, through the search's launch path."""
     configs = [read_config(p) for p in paths]  # every file is checked before the first launch
-    for config in configs:
-        check_model(str(config["model"]), env)
+    for path, config in zip(paths, configs):
+        model = check_model(str(config["model"]), env)
+        derived = model.for_version(version_tuple(interpreter.vllm_version)).derived_max_len
+        if derived is not None and config["max_model_len"] > derived and env.get(LONG_LEN_ENV) not in ("1", "true"):
+            raise BadInput("%s: max-model-len %d is over the model's maximum %d (from %s); vLLM refuses it"
+                           % (path, config["max_model_len"], derived, model.max_len_source))
     tp = max(int(c.get("tensor_parallel_size") or 1) for c in configs)
     devices = Devices(env, tp)
     regime = Regime.of(interpreter.vllm_version, env=env)

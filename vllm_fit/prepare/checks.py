@@ -7,6 +7,7 @@ a note the terminal shows and the report keeps.
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 from typing import List, Mapping, Optional
 
@@ -21,9 +22,21 @@ from .request import ObjectiveKind, SearchRequest
 LONG_LEN_ENV = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 
+MAX_MODEL_NAME = 4096
+"""A --model longer than this is no path or hub id (PATH_MAX is 4096)."""
+
+
 def check_model(model: str, env: Mapping[str, str]) -> ModelInfo:
     """The model's facts; a path that does not exist is an environment problem, a file is bad input."""
-    path = Path(model).expanduser()
+    if not isinstance(model, str) or not model.strip() or "\x00" in model:
+        raise BadInput("--model is empty; pass a model directory or a hub id such as org/name")
+    if len(model) > MAX_MODEL_NAME:
+        raise BadInput("--model is %d characters long; a model directory or hub id is shorter than %d"
+                       % (len(model), MAX_MODEL_NAME))
+    if model.startswith("~") and os.path.expanduser(model) == model:
+        raise EnvironmentProblem("--model %s: the user %s does not exist here; pass the model's full path"
+                                 % (model, model.split("/")[0]))
+    path = Path(os.path.expanduser(model))
     if looks_local(model) and not path.exists():
         near = _near_names(path)
         hint = " (did you mean %s?)" % near if near else ""

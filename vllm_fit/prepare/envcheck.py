@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from dataclasses import dataclass
 from typing import Optional
@@ -77,7 +78,12 @@ class Interpreter:
     hip_version: Optional[str] = None
 
 
-def inspect_interpreter(python: str, timeout_s: float = 60.0) -> Interpreter:
+QUERY_TIMEOUT_S = 20.0
+"""The query reads a few files without importing vLLM: an interpreter silent this long is hung."""
+_VERSION = re.compile(r"^\d{1,4}\.\d{1,4}(\.\d{1,6})?([.+a-zA-Z0-9_-]{0,64})$")
+
+
+def inspect_interpreter(python: str, timeout_s: float = QUERY_TIMEOUT_S) -> Interpreter:
     """Query `python`; raise EnvironmentProblem when it cannot run or has no vLLM."""
     try:
         done = subprocess.run([python, "-c", _QUERY], capture_output=True, text=True, errors="replace",
@@ -96,5 +102,12 @@ def inspect_interpreter(python: str, timeout_s: float = 60.0) -> Interpreter:
     if not info.get("vllm_found"):
         raise EnvironmentProblem("the interpreter %s cannot import vllm; install vLLM there or pass"
                                  " the vLLM environment's python with --python" % python)
+    for key in ("python", "vllm", "vllm_distribution", "torch", "torch_cuda", "torch_hip"):
+        if info.get(key) is not None and (not isinstance(info[key], str) or len(info[key]) > 100):
+            raise EnvironmentProblem("the interpreter %s reports %s %r, which is no version; check its"
+                                     " installation" % (python, key, info[key]))
+    if info.get("vllm") is not None and not _VERSION.match(info["vllm"]):
+        raise EnvironmentProblem("the interpreter %s reports vLLM version %r, which is no vLLM release (such as"
+                                 " 0.32.0); check its installation" % (python, info["vllm"]))
     return Interpreter(python, info["python"], info.get("vllm"), info.get("vllm_distribution"),
                        info.get("torch"), info.get("torch_cuda"), info.get("torch_hip"))

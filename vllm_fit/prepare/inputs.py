@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Type
 
 from ..errors import BadInput
+from ..files.reading import check_nesting
 from ..units import parse_decimal, parse_int, parse_size
 
 RESERVED_ENGINE_ARGS = {
@@ -184,6 +185,11 @@ def parse_value(text: str) -> Any:
         return _LITERALS[text.strip().lower()]
     try:
         value = json.loads(text, parse_constant=_refuse_constant)
+        check_nesting(value, "the value")
+    except RecursionError:
+        raise ValueError("the value is nested too deeply to read") from None
+    except BadInput as exc:
+        raise ValueError(str(exc)) from None
     except ValueError as exc:
         if text.strip()[:1] in ("{", "[", '"'):
             raise ValueError("%r looks like JSON but does not parse (%s); fix the JSON or quote it"
@@ -201,6 +207,7 @@ def _refuse_constant(name: str) -> Any:
 def engine_args(flag_name: str, raw: Any) -> Dict[str, Any]:
     """KEY=VALUE strings (CLI) or a mapping (fleet file) to LLM keyword arguments."""
     if isinstance(raw, Mapping):
+        check_nesting(raw, "engine_args")
         items = []
         for key, value in raw.items():
             if not isinstance(key, str):

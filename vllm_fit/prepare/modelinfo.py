@@ -106,7 +106,7 @@ def kv_element_bytes(engine_args: Dict[str, Any]) -> Any:
 
 def looks_local(model: str) -> bool:
     """True when `model` is meant as a path rather than a hub id like `org/name`."""
-    return model.startswith(("/", "./", "../", "~")) or Path(model).expanduser().exists()
+    return model.startswith(("/", "./", "../", "~")) or Path(os.path.expanduser(model)).exists()
 
 
 def _text_config(config: Dict[str, Any]) -> Dict[str, Any]:
@@ -150,11 +150,11 @@ def hub_cache_dir(model: str, env: Optional[Dict[str, str]] = None) -> Optional[
 
 def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelInfo:
     """Read config.json of a local directory or of a hub model's cached snapshot; else all None."""
-    path = Path(model).expanduser()
+    path = Path(os.path.expanduser(model))
     if not looks_local(model):
         path = hub_cache_dir(model, env) or path
     config_file = path / "config.json"
-    if not config_file.is_file():
+    if not os.path.lexists(config_file):
         return ModelInfo(None, None, None, None, None)
     raw = read_input_bytes(config_file, "the model's config.json", limit=MAX_CONFIG_BYTES)
     try:
