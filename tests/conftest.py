@@ -83,6 +83,15 @@ def plan_for(python: str, work_dir: Path, timeout_s: float, env: Dict[str, str],
                      context=TrialContext(version, block_size), **extra)
 
 
+def default_signals() -> None:
+    """preexec_fn for a tool a test interrupts: SIGINT back to its default in the child (a suite run in
+    the background or under nohup ignores it, and an ignored SIGINT is inherited)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 # --- real vLLM (CPU backend) ------------------------------------------------------------------
 
 BLOCK_BYTES = 128 * 512

@@ -274,3 +274,15 @@ def test_every_reader_answers_or_refuses(tmp_path_factory, text):
 
 
 assert GOOD_CONFIG  # the bad-input suite's config, imported for the sandbox's model
+
+
+def test_a_20_mb_value_in_a_fleet_is_refused(sandbox, capsys, monkeypatch):
+    (sandbox / "fleet.yaml").write_text("defaults: {python: '%s'}\nmodels:\n  - {model: '%s', name: a, engine_args:"
+                                        " {hf_overrides: {x: '%s'}}}\n" % (sandbox / "standin-python",
+                                                                           sandbox / "m", "y" * (20 << 20)))
+    monkeypatch.chdir(sandbox)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["batch", "fleet.yaml", "--out-dir", "out"])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and "hf_overrides" in err and err.count("\n") == 1, err
+    assert not (sandbox / "launches").exists() and not (sandbox / "out").exists()

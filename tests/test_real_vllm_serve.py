@@ -14,7 +14,7 @@ import time
 
 import psutil
 import pytest
-from conftest import BLOCK_BYTES
+from conftest import BLOCK_BYTES, default_signals
 
 pytestmark = pytest.mark.vllm
 
@@ -107,7 +107,8 @@ def test_ctrl_c_during_a_serve_trial_leaves_no_process_and_no_bound_port(vllm_py
     searching = subprocess.Popen(
         tool(vllm_python, real_env, "search", "--model", tiny_model, "--engine-arg", "enforce_eager=true",
              "--kv-cache-memory", 40 * BLOCK_BYTES, "--work-dir", work),
-        env=served_env(real_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=served_env(real_env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=default_signals)  # a suite run under nohup or in the background ignores SIGINT
     deadline = time.monotonic() + 240
     log = None
     while time.monotonic() < deadline:

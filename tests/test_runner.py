@@ -7,6 +7,7 @@ whole process group is what is tested.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,7 +16,7 @@ import time
 
 import psutil
 import pytest
-from conftest import plan_for
+from conftest import default_signals, plan_for
 
 from vllm_fit.outcome import Outcome
 from vllm_fit.trial import process_tree, runner
@@ -67,9 +68,11 @@ def test_trial_environment_removes_the_cpu_kv_override_and_forces_plain_logs():
 def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake_model, tmp_path):
     env = fake_world(mode="hang_start", helper_ignores_sigterm=True)
     work = tmp_path / "work"
+    report = tmp_path / "report.json"
     tool = subprocess.Popen(
         [sys.executable, "-m", "vllm_fit", "search", "--model", str(fake_model), "--max-len", "8192",
-         "--work-dir", str(work)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--work-dir", str(work), "--report", str(report)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, preexec_fn=default_signals)  # a suite run under nohup or in the background ignores SIGINT
     def trial_log():
         found = sorted(work.glob("run-*/trial-001/output.log"))
         return found[0] if found else work / "run-?" / "trial-001" / "output.log"
@@ -87,6 +90,8 @@ def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake
     assert tool.returncode == 130, err
     assert "interrupted" in err
     assert _descendants_gone(trial_pids, timeout=1.0), "trial processes outlived the tool"
+    kept = json.loads(report.read_text())  # the interrupted search's report keeps what finished
+    assert kept["stop"] == "interrupted" and kept["fit"] is None
 
 
 def test_a_descendant_deaf_to_sigterm_is_killed_too(fake_world, tmp_path, monkeypatch):

@@ -21,7 +21,7 @@ from typing import Any, Callable, List, Optional
 
 import click
 
-from .errors import BadInput, ExitCode, FitError, one_line
+from .errors import BadInput, ExitCode, FitError, Interrupted, one_line
 from .export.json_report import report_text
 from .export.markdown import summary_table
 from .export.yaml_config import config_text
@@ -126,6 +126,10 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
         if outcome.cached or note not in prepared.notes:  # the preparation's notes were shown above
             view.note(note)
     yaml_text = config_text(outcome.report)
+    if outcome.interrupted:  # keep the finished trials; an unproven, interrupted fit is no config to deliver
+        if report:
+            write_text_atomic(report, report_text(outcome.report))
+        raise Interrupted("%s%s" % (result.stop_detail, "; the report %s keeps them" % report if report else ""))
     if out and yaml_text is not None:
         write_text_atomic(out, yaml_text)
     if report:

@@ -206,7 +206,7 @@ def run_search(prepared: Prepared, listener: Optional[Listener] = None, objectiv
             outcome = SearchOutcome.from_cache(cached, key)
         else:
             outcome = _run_search(prepared, listener, objective, store, force, inputs, key, run)
-    if prepared.request.explore:
+    if prepared.request.explore and not outcome.interrupted:
         if outcome.report.get("diagnosis") is None:
             listener.note("explore: nothing to explore (%s)" % (
                 "the fit reaches the maximum length" if outcome.report.get("fit") else "no diagnosis"))
@@ -272,6 +272,11 @@ class SearchOutcome:
                       cache={"hit": True, "fingerprint": key, "created": cached["created"],
                              "launches_then": cached["launches"]})
         return cls(result, report)
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C or SIGTERM stopped the search; the report holds the trials that finished."""
+        return self.result.stop is StopReason.INTERRUPTED
 
     @property
     def cached(self) -> bool:

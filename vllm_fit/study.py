@@ -37,6 +37,8 @@ class StopReason(str, Enum):
     STOPPING_OUTCOME = "stopping_outcome"
     TIMEOUTS = "timeouts"
     TRIAL_LIMIT = "trial_limit"
+    INTERRUPTED = "interrupted"
+    """Ctrl-C or SIGTERM: the finished trials are kept (report, journal); the caller exits 130."""
 
     @property
     def proven(self) -> bool:
@@ -118,28 +120,54 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
     """
     listener = listener or Listener()
     records = list(records or [])
-    launches = 0
+    earlier = len(records)
     stop, detail = StopReason.COMPLETE, "search complete"
+    try:
+        launches = _loop(plan, objective, listener, records, run, on_record)
+    except _Stopped as stopped:
+        stop, detail, launches = stopped.reason, stopped.detail, stopped.launches
+    except KeyboardInterrupt:  # the trial's group was killed on the way out; its record is not kept
+        stop, detail = StopReason.INTERRUPTED, "interrupted after %d finished trial(s); every trial process" \
+            " was stopped" % len(records)
+        launches = sum(1 + len(r.retries) for r in records[earlier:])
+    return _finish(plan, objective, listener, records, run, on_record, stop, detail, launches)
+
+
+class _Stopped(Exception):
+    """The loop ended before the objective was done (a reason from `_stop_before`, or a repeat)."""
+
+    def __init__(self, reason: StopReason, detail: str, launches: int):
+        super().__init__(detail)
+        self.reason, self.detail, self.launches = reason, detail, launches
+
+
+def _loop(plan: TrialPlan, objective: Objective, listener: Listener, records: List[TrialRecord], run: RunTrial,
+          on_record: Callable[[TrialRecord], None]) -> int:
+    """Propose, launch and record until the objective has no candidate; the launches made."""
+    launches = 0
     while True:
         early = _stop_before(records, objective)
         candidate = objective.propose([record.observation() for record in records]) if early is None else None
         if early is not None:
-            stop, detail = early
-            break
+            raise _Stopped(early[0], early[1], launches)
         if candidate is None:
-            break
+            return launches
         kwargs = plan.llm_kwargs(candidate.engine_args())
         if plan.explore_load_format:
             kwargs["load_format"] = plan.explore_load_format
         again = next((r for r in records if r.llm_kwargs == public_args(kwargs) and not r.transient), None)
         if again is not None:  # the same launch twice would prove nothing new: never loop to the trial limit
-            stop, detail = StopReason.TRIAL_LIMIT, "the search proposed trial %d's candidate again; stopped" \
-                " (please report this with the report file)" % again.index
-            break
+            raise _Stopped(StopReason.TRIAL_LIMIT, "the search proposed trial %d's candidate again; stopped"
+                           " (please report this with the report file)" % again.index, launches)
         record = launch(plan, len(records) + 1, kwargs, listener, run)
         launches += 1 + len(record.retries)
         records.append(record)
         on_record(record)
+
+
+def _finish(plan: TrialPlan, objective: Objective, listener: Listener, records: List[TrialRecord], run: RunTrial,
+            on_record: Callable[[TrialRecord], None], stop: StopReason, detail: str, launches: int) -> StudyResult:
+    """The fit among the records, verified with the real weights where it was explored on dummy ones."""
     history = [record.observation() for record in records]
     fit_index = objective.fit(history)
     best = records[fit_index] if fit_index is not None else None
@@ -147,6 +175,8 @@ def run_study(plan: TrialPlan, objective: Objective, listener: Optional[Listener
     lost = next((r for r in records if (r.device or {}).get("note") == LOST_VIEW), None)
     if lost is not None:
         notes.append("from trial %d on, %s" % (lost.index, LOST_VIEW))
+    if stop is StopReason.INTERRUPTED and best is not None and best.load_format:
+        best = None  # explored on dummy weights and never verified with the real ones: no fit
     if best is not None and plan.explore_load_format and best.load_format == plan.explore_load_format:
         explored = best
         kwargs = plan.llm_kwargs({})  # the real secret values, which records never keep

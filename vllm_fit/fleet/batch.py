@@ -130,7 +130,10 @@ def run_entry(entry: FleetEntry, listener: Listener, settings: BatchSettings) ->
         outcome = search_entry(entry, listener, settings)
     except FitError as exc:
         return error_result(entry, str(exc), time.monotonic() - started)
-    return entry_result(entry, outcome, settings.out_dir, time.monotonic() - started)
+    result = entry_result(entry, outcome, settings.out_dir, time.monotonic() - started)
+    if outcome.interrupted:  # its report is written; the batch ends here (the index keeps the entries done)
+        raise KeyboardInterrupt
+    return result
 
 
 def regression(entry: Mapping[str, Any], before: Optional[Mapping[str, Any]], tolerance: float) -> Optional[str]:

@@ -32,6 +32,8 @@ RESERVED_ENGINE_ARGS = {
 POSITIVE_ENGINE_ARGS = ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_gpu_blocks_override",
                         "pipeline_parallel_size", "data_parallel_size", "max_seq_len_to_capture")
 """Engine arguments that are counts or sizes: a value below 1 is no setting vLLM takes."""
+MAX_VALUE_BYTES = 1 << 20
+"""An engine argument's value longer than this (as JSON) is a mistake, not a setting."""
 MAX_CONCURRENCY = 65536
 """--concurrency above this is no deployment (vLLM's max_num_seqs defaults are 256-1024)."""
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$")
@@ -255,6 +257,10 @@ def checked_engine_args(items: Iterable[Tuple[str, Any]]) -> Dict[str, Any]:
                            % (key, RESERVED_ENGINE_ARGS[key]))
         if key in args:
             raise BadInput("--engine-arg %s is given twice; keep one" % key)
+        size = len(json.dumps(value, default=str))
+        if size > MAX_VALUE_BYTES:
+            raise BadInput("--engine-arg %s is %d bytes long; no engine argument is that long (at most %d)"
+                           % (key, size, MAX_VALUE_BYTES))
         args[key] = value
     return args
 

@@ -66,8 +66,8 @@ class LeastMemoryForLength(Objective):
         total = self.model.total(history)
         if not total:
             return None
-        ranges = [(obs.memory, self.model.kv_range(obs, history)) for obs in history
-                  if obs.memory is not None and obs.started]  # any start measured its pool
+        ranges = [(obs.memory, self.model.kv_range(obs, history)) for obs in history  # any start measured its
+                  if obs.memory is not None and (obs.started or obs.outcome is Outcome.KV_TOO_SMALL)]  # pool
         bounds = [self.grid.up(memory + (need - kv[1]) / total) for memory, kv in ranges if kv]
         return max(bounds) if bounds else None
 
@@ -94,8 +94,8 @@ class LeastMemoryForLength(Objective):
         if predicted is not None and low_bad < predicted < upper and predicted not in seen:
             return grid.candidate(predicted, self.length)
         if best is None:
-            if not seen:
-                return grid.candidate(top, self.length)  # measure once at the top to predict from
+            if top not in seen and top > low_bad:
+                return grid.candidate(top, self.length)  # measure once at the top (or the cap found) to predict from
             if grid.kind == "kv_cache_memory_bytes":  # a KV size is usually small beside the free memory
                 nxt = min(top, max(low_bad + 1, 2 * low_bad))  # no prediction, or it missed low: gallop up
             else:  # a utilization is usually high (the weights take most of the device): bisect

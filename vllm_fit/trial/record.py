@@ -109,6 +109,8 @@ class TrialRecord:
             free_fraction = facts.free_memory_gib / facts.total_memory_gib
         kv_bytes = float(facts.kv_cache_bytes) if facts.kv_cache_bytes is not None else (
             facts.available_kv_gib * GIB if facts.available_kv_gib is not None else None)
+        if kv_bytes is None and self.outcome is Outcome.KV_TOO_SMALL and facts.error_available_kv_gib:
+            kv_bytes = facts.error_available_kv_gib * GIB  # the pool a too-long start had: a point on the line
         if self.llm_kwargs.get("kv_cache_memory_bytes") is not None and self.outcome is not Outcome.KV_TOO_SMALL:
             kv_bytes = float(self.llm_kwargs["kv_cache_memory_bytes"])
         return Observation(

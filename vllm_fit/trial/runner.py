@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import threading
@@ -139,11 +140,20 @@ def run_probe(
     shutil.copyfile(PROBE_SOURCE, probe_path)
     argv = [python, str(probe_path), str(spec_path)]
     child_env = dict(env)
+    ipc_folder = os.path.abspath(trial_dir)
+    if "VLLM_RPC_BASE_PATH" not in env and len(ipc_folder) + len("/") + UUID_LEN <= MAX_SOCKET_PATH:
+        child_env["VLLM_RPC_BASE_PATH"] = ipc_folder  # vLLM's ZeroMQ sockets go, and go away, with the trial
     if secret_args:
         child_env[SECRET_ARGS_ENV] = json.dumps(dict(secret_args))
     secrets = sorted({*secret_values(secret_args, env), *also_secret}, key=len, reverse=True)
     return run_child(argv, trial_dir, child_env, secrets, timeout_s=timeout_s,
                      request_timeout_s=request_timeout_s, on_phase=on_phase, driver=driver)
+
+
+MAX_SOCKET_PATH = 107
+"""The longest path a Unix socket can have (sun_path is 108 bytes with its terminating zero)."""
+UUID_LEN = 36
+"""vLLM names each IPC socket by a UUID in VLLM_RPC_BASE_PATH."""
 
 
 class Session:
