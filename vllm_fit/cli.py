@@ -21,6 +21,8 @@ from typing import Any, Callable, List, Optional
 
 import click
 
+from . import cli_outputs  # noqa: F401  (registers merge, verify, compare, plot on the group)
+from .cli_group import _exit, cli, table_options
 from .errors import BadInput, ExitCode, FitError, Interrupted, one_line
 from .export.json_report import report_text
 from .export.markdown import summary_table
@@ -34,29 +36,9 @@ from .fleet.fleet_file import shard as select_shard
 from .fleet.index import failing, load_index
 from .output.view import TerminalView
 from .prepare import inputs, prepare, request_from_options
-from .prepare.request import OPTIONS
 from .store import FitStore, check_cache_dir, default_cache_dir
 
 YAML_SUFFIXES = (".yaml", ".yml")
-
-
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.version_option(package_name="vllm-fit")
-def cli() -> None:
-    """Find the longest max_model_len (and the memory knob) that really serves on this GPU."""
-
-
-def _search_options(function: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of one search, generated from the option table (prepare/request.py)."""
-    for spec in reversed(list(OPTIONS.values())):
-        help_text = spec.help + ("" if spec.default_text is None else " [default: %s]" % spec.default_text)
-        if spec.is_flag:
-            decorator = click.option(spec.flag, spec.key, is_flag=True, default=None, help=help_text)
-        else:
-            decorator = click.option(spec.flag, spec.key, metavar=spec.metavar, multiple=spec.multiple,
-                                     required=spec.key == "model", help=help_text)
-        function = decorator(function)
-    return function
 
 
 def _store_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -83,12 +65,8 @@ def work_dir_for(text: Optional[str]) -> Optional[Path]:
     return check_output(text, kind="folder", what="--work-dir") if text else None
 
 
-def _exit(code: ExitCode) -> int:
-    return int(code)
-
-
 @cli.command()
-@_search_options
+@table_options()
 @_store_options
 @click.option("--out", metavar="FILE.yaml", help="Write the fit as a `vllm serve --config` file.")
 @click.option("--report", metavar="FILE.json", help="Write the JSON report (fit, trials, evidence).")
@@ -253,5 +231,3 @@ def main(argv: Optional[List[str]] = None) -> None:
         signal.signal(signal.SIGTERM, previous)
     sys.exit(code if isinstance(code, int) else 0)
 
-
-from . import cli_outputs  # noqa: E402,F401  (registers merge, verify, compare, plot on `cli`)

@@ -11,7 +11,7 @@ from typing import List, Optional
 
 import click
 
-from .cli import _exit, cli
+from .cli_group import _exit, cli, table_options
 from .errors import ExitCode
 from .export.json_report import read_report, report_text
 from .export.junit import junit_xml
@@ -47,16 +47,13 @@ def merge_command(shard_outputs: List[str], out_dir: str) -> int:
 
 @cli.command()
 @click.argument("configs", metavar="CONFIG.yaml...", nargs=-1, required=True)
-@click.option("--python", "python", metavar="PATH", help="Interpreter of the vLLM environment.")
+@table_options(["python", "trial_timeout", "via"])
 @click.option("--tolerance", metavar="FRACTION", default=str(VERIFY_TOLERANCE), show_default=True,
               help="Fail when the KV capacity fell by more than this fraction below the recorded one.")
-@click.option("--trial-timeout", metavar="SECONDS", default=str(int(DEFAULT_TRIAL_TIMEOUT_S)), show_default=True)
 @click.option("--report", metavar="FILE.json", help="Write the verdicts with their evidence.")
 @click.option("--junit", metavar="FILE.xml", help="Write one JUnit test case per config.")
-@click.option("--via", metavar="HOW", help="serve (default; $%s): run vLLM's OpenAI server on the file as it is,"
-              " host and port set for the test; llm: vllm.LLM(...) on its engine keys." % VIA_ENV)
-def verify(configs: List[str], python: Optional[str], tolerance: str, trial_timeout: str, report: Optional[str],
-           junit: Optional[str], via: Optional[str]) -> int:
+def verify(configs: List[str], python: Optional[str], tolerance: str, trial_timeout: Optional[str],
+           report: Optional[str], junit: Optional[str], via: Optional[str]) -> int:
     """Launch each committed config once: it must start, serve a full-length request, keep its capacity."""
     paths = [Path(c) for c in configs]
     for path in paths:
@@ -67,7 +64,7 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
         check_output(report, what="--report")
     if junit:
         check_output(junit, what="--junit")
-    timeout_s = inputs.seconds("--trial-timeout", trial_timeout)
+    timeout_s = inputs.seconds("--trial-timeout", trial_timeout) if trial_timeout else DEFAULT_TRIAL_TIMEOUT_S
     tolerance_value = inputs.fraction("--tolerance", tolerance)
     how = inputs.choice(Via)("--via" if via else VIA_ENV, via or os.environ.get(VIA_ENV) or Via.SERVE.value)
     interpreter = inspect_interpreter(inputs.interpreter("--python", python) if python else sys.executable)

@@ -17,6 +17,7 @@ from .advice.explore import explore
 from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
 from .logs.kv_groups import KvLayout, candidate_layouts
+from .outcome import Outcome
 from .prepare import Prepared
 from .prepare.modelinfo import kv_element_bytes
 from .prepare.request import OPTIONS, ExploreWeights, ObjectiveKind, Strategy, Via
@@ -288,4 +289,4 @@ class SearchOutcome:
         memory setting that the device's free memory cannot hold is a proof that nothing fits)."""
         last = self.result.records[-1] if self.result.records else None
         return last is not None and self.result.fit is None and self.result.stop is StopReason.STOPPING_OUTCOME \
-            and last.outcome.value in ("environment", "free_memory_short")
+            and last.outcome in (Outcome.ENVIRONMENT, Outcome.FREE_MEMORY_SHORT)

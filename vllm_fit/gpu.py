@@ -190,7 +190,8 @@ class Devices:
         while True:
             now = self.snapshot()
             if len(now) != len(baseline):  # NVML failed (a device lost, the driver gone): nobody can tell
-                return {"waited_s": round(time.monotonic() - started, 2), "released": None, "note": LOST_VIEW}
+                return {"waited_s": round(time.monotonic() - started, 2), "released": None, "view_lost": True,
+                        "note": LOST_VIEW}
             back = all(cur.used_bytes <= base.used_bytes + RELEASE_TOLERANCE_BYTES
                        for cur, base in zip(now, baseline))
             waited = time.monotonic() - started

@@ -6,6 +6,8 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any, Dict, List, Optional
 
+from .logs.regime import Engine
+
 
 class Outcome(str, Enum):
     """What one trial proved. Exactly one per trial."""
@@ -100,8 +102,8 @@ class CapacityFacts:
     """Tokens scheduled but not settled (max_num_batched_tokens, twice with async scheduling), where the
     probe read vLLM's own figure."""
     engine_version: Optional[str] = None
-    engine: Optional[str] = None
-    """"v0" or "v1", from the engine banner or a V0 fallback warning."""
+    engine: Optional[Engine] = None
+    """V0 or V1, from the engine banner or a V0 fallback warning."""
 
     def as_dict(self) -> Dict[str, Any]:
         """The fields that are set, for reports (enums as their values)."""
@@ -114,6 +116,8 @@ class CapacityFacts:
         values = dict(data)
         if values.get("oom_stage") is not None:
             values["oom_stage"] = OomStage(values["oom_stage"])
+        if values.get("engine") is not None:
+            values["engine"] = Engine(values["engine"])
         return cls(**values)
 
 

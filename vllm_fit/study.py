@@ -172,7 +172,7 @@ def _finish(plan: TrialPlan, objective: Objective, listener: Listener, records: 
     fit_index = objective.fit(history)
     best = records[fit_index] if fit_index is not None else None
     notes: List[str] = []
-    lost = next((r for r in records if (r.device or {}).get("note") == LOST_VIEW), None)
+    lost = next((r for r in records if (r.device or {}).get("view_lost")), None)
     if lost is not None:
         notes.append("from trial %d on, %s" % (lost.index, LOST_VIEW))
     if stop is StopReason.INTERRUPTED and best is not None and best.load_format:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any, Mapping
 
+from ..fleet.status import EntryStatus
 from .markdown import memory_knob
 
 _STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
@@ -21,7 +22,7 @@ def summary_html(index: Mapping[str, Any]) -> str:
                                                                  + (html.escape(entry["name"]),))
                    if entry.get("plot") else "")
         outcome = entry["status"] + (" (cached)" if entry.get("cached") else "")
-        if entry.get("message") and entry["status"] != "fit":
+        if entry.get("message") and EntryStatus(entry["status"]) is not EntryStatus.FIT:
             outcome += ": " + str(entry["message"])
         cells = [entry["name"], fit.get("max_model_len"), memory_knob(fit) if fit else None,
                  fit.get("kv_cache_tokens"), fit.get("max_concurrency"), entry.get("launches"),

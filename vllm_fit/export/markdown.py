@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Mapping, Optional
 
+from ..fleet.status import EntryStatus
 from ..units import format_size
 
 
@@ -28,7 +29,7 @@ def summary_table(index: Mapping[str, Any]) -> str:
     for entry in index["entries"]:
         fit = entry.get("fit") or {}
         outcome = entry["status"] + (" (cached)" if entry.get("cached") else "")
-        if entry.get("message") and entry["status"] != "fit":
+        if entry.get("message") and EntryStatus(entry["status"]) is not EntryStatus.FIT:
             outcome += ": " + entry["message"]
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
             _cell(entry["name"]), _cell(fit.get("max_model_len")), memory_knob(fit) if fit else "-",

@@ -168,8 +168,8 @@ def with_baseline(result: Dict[str, Any], settings: BatchSettings) -> Dict[str, 
 def finish_entry(result: Dict[str, Any], settings: BatchSettings, listener: Listener) -> Dict[str, Any]:
     """The entry's result against the baseline, announced (local and Ray batches alike)."""
     result = with_baseline(result, settings)
-    listener.note("== %s: %s%s" % (result["name"], result["status"],
-                                   ": " + result["message"] if result["status"] != "fit" else ""))
+    failed = EntryStatus(result["status"]) is not EntryStatus.FIT
+    listener.note("== %s: %s%s" % (result["name"], result["status"], ": " + result["message"] if failed else ""))
     return result
 
 

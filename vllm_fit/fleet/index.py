@@ -8,40 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-from enum import Enum
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from .. import __version__
 from ..errors import BadInput
 from ..export.html import summary_html
-from ..export.junit import Verdict, junit_xml
+from ..export.junit import junit_xml
 from ..export.markdown import summary_table
 from ..files.atomic import write_bytes_atomic, write_text_atomic
 from ..files.paths import contained, inside
 from ..files.reading import read_input_bytes, read_json
 from ..report import now_iso
-
-
-class EntryStatus(str, Enum):
-    """What became of one fleet entry."""
-
-    FIT = "fit"
-    UNPROVEN = "unproven"
-    """A verified fit was written, but the search stopped before proving it the best."""
-    NO_FIT = "no_fit"
-    ERROR = "error"
-    REGRESSED = "regressed"
-
-    @property
-    def verdict(self) -> Verdict:
-        if self is EntryStatus.FIT:
-            return Verdict.PASSED
-        return Verdict.ERROR if self is EntryStatus.ERROR else Verdict.FAILED
-
-    @property
-    def failing(self) -> bool:
-        return self is not EntryStatus.FIT
+from .status import EntryStatus
 
 
 def load_index(path: Path) -> Dict[str, Any]:

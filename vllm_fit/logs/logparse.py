@@ -47,6 +47,7 @@ from .patterns import (
     V1_TOO_LONG,
     WEIGHTS_LOADED,
 )
+from .regime import Engine
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 _PROC_PREFIX = re.compile(r"^\s*(?:\[rank\d+\]:\s*|\([^()]*?\bpid=\d+[^()]*\)\s*)")
@@ -162,9 +163,9 @@ def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
     banner = find_all(BANNER, lines)
     if banner:
         engine, facts.engine_version = banner[-1][1].group(1), banner[-1][1].group(2)
-        facts.engine = engine.lower() if engine else "v0"  # before 0.7.1 the banner names no engine: V0
+        facts.engine = Engine(engine.lower()) if engine else Engine.V0  # before 0.7.1 the banner names none: V0
     if find_all(V0_FALLBACK, lines):
-        facts.engine = "v0"
+        facts.engine = Engine.V0
     return facts, evidence
 
 

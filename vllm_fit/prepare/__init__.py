@@ -11,7 +11,7 @@ from ..search.base import LengthSpace
 from . import checks
 from .envcheck import Interpreter, inspect_interpreter
 from .modelinfo import ModelInfo
-from .request import ObjectiveKind, SearchRequest, Via, request_from_options
+from .request import ObjectiveKind, SearchRequest, Strategy, Via, request_from_options
 
 __all__ = ["Prepared", "SearchRequest", "prepare", "request_from_options"]
 
@@ -41,7 +41,7 @@ class Prepared:
         """Start from vLLM's own fit (max_model_len=-1) where it serves what it reports (0.29+). Not
         for serve trials: the file delivered must be the file served, and it pins the length."""
         request = self.request
-        return (request.strategy.value == "predict" and self.regime.autofit_serves and request.via is Via.LLM
+        return (request.strategy is Strategy.PREDICT and self.regime.autofit_serves and request.via is Via.LLM
                 and self.model.derived_max_len is not None and self.space.max_len == self.model.derived_max_len
                 and request.objective is not ObjectiveKind.LEAST_UTILIZATION
                 and request.objective is not ObjectiveKind.LEAST_KV_MEMORY)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Set
 
 from ..errors import BadInput
+from ..trial.via import VIA_ENV, Via
 from . import inputs
 
 
@@ -42,13 +43,6 @@ class Strategy(str, Enum):
     DOUBLING = "doubling"
 
 
-class Via(str, Enum):
-    """How a trial runs the engine: vLLM's OpenAI server over HTTP, or `vllm.LLM(...)` in the probe."""
-
-    SERVE = "serve"
-    LLM = "llm"
-
-
 class ExploreWeights(str, Enum):
     """Which weights exploring trials load; the fit is always verified with the real ones."""
 
@@ -63,7 +57,6 @@ LEAST = frozenset({ObjectiveKind.LEAST_UTILIZATION, ObjectiveKind.LEAST_KV_MEMOR
 UTILIZATION_SEARCHES = frozenset({ObjectiveKind.HIGHEST_UTILIZATION, ObjectiveKind.LEAST_UTILIZATION})
 
 Parser = Callable[[str, Any], Any]
-VIA_ENV = "VLLM_FIT_VIA"
 """The default of --via where neither the command line nor the fleet file sets it (e.g. `llm` on a CI
 runner whose deployments call LLM(...))."""
 

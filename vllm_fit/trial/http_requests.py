@@ -13,15 +13,28 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional
 
 import httpx
 
 from ..logs import metrics
 from ..probe import GENERATED_TOKENS, prompt_ids
 
-if TYPE_CHECKING:
-    from .serve import ServedConfig
+
+@dataclass(frozen=True)
+class ServedConfig:
+    """The file the server reads, and what a client needs to talk to it."""
+
+    path: Path
+    text: str
+    model_name: str
+    api_key: Optional[str] = None
+    overrides: Dict[str, Any] = field(default_factory=dict)
+    """Keys replaced for the trial: name -> [the config's value, the trial's value]."""
+
+
 
 SAMPLE_EVERY_S = 0.02
 """How often `/metrics` is sampled while requests run (the peak of running requests)."""

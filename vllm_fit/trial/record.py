@@ -95,7 +95,7 @@ class TrialRecord:
 
     @property
     def engine(self) -> Optional[Engine]:
-        return Engine(self.facts.engine) if self.facts.engine in ("v0", "v1") else None
+        return self.facts.engine
 
     def observation(self) -> Observation:
         """The record as the search sees it."""
@@ -186,7 +186,7 @@ def effective_length(llm_kwargs: Mapping[str, Any], facts: CapacityFacts,
 def regime_of(facts: CapacityFacts, versions: Mapping[str, Any], context: TrialContext) -> Regime:
     """The rules this trial ran under: the version the child reported, the engine its log named."""
     version = versions.get("vllm") or facts.engine_version or context.vllm_version
-    engine = Engine(facts.engine) if facts.engine in ("v0", "v1") else None
+    engine = facts.engine
     return Regime.of(version, engine, kv_bytes_fixed=context.kv_bytes_fixed, cpu=context.cpu)
 
 

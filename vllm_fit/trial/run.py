@@ -13,12 +13,12 @@ from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from ..gpu import Devices, DeviceState
 from ..logs.phases import Phase
-from ..prepare.request import Via
 from .listener import Listener
 from .record import TrialContext, TrialRecord, record_from_run
 from .retry import RetryPolicy, run_with_retries
 from .runner import run_probe
 from .serve import run_server
+from .via import Via
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 import socket
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Mapping, Optional
 
 import httpx
 
 from ..export.yaml_config import render_config
+from ..files.reading import read_input_bytes
 from ..logs import metrics, patterns
 from ..logs.phases import Phase
 from ..redact import is_secret_arg, secret_values
-from .http_requests import send_requests, verdict
+from .http_requests import ServedConfig, send_requests, verdict
 from .runner import Driver, ProcessRun, Session, run_probe
 
 HOST = "127.0.0.1"
@@ -41,24 +41,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@dataclass(frozen=True)
-class ServedConfig:
-    """The file the server reads, and what a client needs to talk to it."""
-
-    path: Path
-    text: str
-    model_name: str
-    api_key: Optional[str] = None
-    overrides: Dict[str, Any] = field(default_factory=dict)
-    """Keys replaced for the trial: name -> [the config's value, the trial's value]."""
-
-
 def served_config(llm_kwargs: Mapping[str, Any], trial_dir: Path, port: int,
                   user_file: Optional[Path] = None) -> ServedConfig:
     """The candidate written as the YAML that would be delivered (comments aside), or the user's own
     deployment file as it is (verify); host and port are set on the command line for the trial."""
     if user_file is not None:
-        path, text = user_file, user_file.read_text(encoding="utf-8", errors="replace")
+        path, text = user_file, read_input_bytes(user_file, "config").decode("utf-8", errors="replace")
     else:
         text = render_config(llm_kwargs, [])
         path = trial_dir / "served.yaml"
