@@ -12,7 +12,9 @@ from typing import List, Optional
 import click
 
 from .cli_group import _exit, cli, table_options
-from .errors import ExitCode
+from .deploy.apply import apply_to_file
+from .deploy.fits import load_fits
+from .errors import BadInput, ExitCode
 from .export.json_report import read_report, report_text
 from .export.junit import junit_xml
 from .export.markdown import summary_table
@@ -120,3 +122,40 @@ def plot_command(report: str, out: str) -> int:
     write_bytes_atomic(out, render_plot(data, Path(out).suffix.lower()))
     click.echo("wrote %s" % out)
     return _exit(ExitCode.OK)
+
+
+@cli.command(name="apply")
+@click.argument("source", metavar="SOURCE")
+@click.option("--to", "targets", metavar="FILE", multiple=True, required=True,
+              help="A deployment file to update (Kubernetes manifests, Helm values, compose, a --config YAML);"
+                   " repeat for several.")
+@click.option("--check", is_flag=True, help="Change nothing; exit 1 with the diff when a file differs from the fit.")
+@click.option("--allow-mismatch", is_flag=True,
+              help="Lower values even where the file declares another vLLM version or GPU than the fit's.")
+def apply_command(source: str, targets: List[str], check: bool, allow_mismatch: bool) -> int:
+    """Write fits into the deployment files that run them: max-model-len, the memory knob, max-num-seqs.
+
+    SOURCE is a fit YAML (search --out), a report (search --report) or a batch index. Each vLLM server
+    in the files is matched to its fit by model, entry name or served model name; only those settings
+    change, in the form the file uses, every other byte stays. Prints a unified diff.
+    """
+    fits = load_fits(source)
+    paths = [Path(target) for target in targets]
+    check_distinct({"--to %s" % target: target for target in targets})
+    check_not_inputs({"--to %s" % target: target for target in targets}, files=[source])
+    for path in paths:
+        check_output(path, what="--to")  # a regular file we may replace: never a link, a pipe or a folder
+    results = [apply_to_file(path, fits, allow_mismatch) for path in paths]  # all checked before any write
+    if not any(result.matched for result in results):
+        raise BadInput("no vLLM server in %s matches the fit%s of %s (by model, entry name or served model name)"
+                       % (", ".join(targets), "s" if len(fits) > 1 else "", source))
+    differ = [result for result in results if result.after != result.before]
+    for result in differ:
+        click.echo(result.diff, nl=False)
+        if not check:
+            write_text_atomic(result.path, result.after)
+    for result in results:
+        state = "unchanged" if result.after == result.before else "differs" if check else "updated"
+        click.echo("%s: %s (%d server%s)" % (result.path, state, result.matched, "" if result.matched == 1 else "s"),
+                   err=True)
+    return _exit(ExitCode.NO_FIT if check and differ else ExitCode.OK)

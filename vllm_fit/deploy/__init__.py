@@ -1,0 +1,1 @@
+"""Deployment repos: write fits where deployments read them (`vllm-fit apply`)."""
