@@ -43,8 +43,10 @@ def _bisect_step(space: LengthSpace, known_ok: Optional[int], top: int) -> int:
 
 
 def _gallop_step(space: LengthSpace, history: Sequence[Observation], known_ok: int, top: int) -> int:
-    """Above a verified length that no number bounds: the next candidate up, then steps that double with
-    each success (1, 2, 4 ... granules), never beyond the midpoint to the lowest length ruled out.
+    """Above a verified length whose pool says nothing about longer ones (a window on V1 whose groups
+    are not pinned down): the next candidate up, then steps that double with each success (1, 2, 4 ...
+    granules), never beyond the midpoint to the lowest length ruled out. Where pools do speak but a
+    length-dependent profile made them wrong, the search bisects instead.
 
     A verified fit is usually near the answer (vLLM's numbers pointed at it); a bisection from the
     model's maximum would pay a launch per halving of a range the answer is seldom in."""
@@ -103,7 +105,9 @@ class Predict(LengthStrategy):
         hinted = self._hinted(history, top, best)
         if hinted is not None:
             return hinted
-        if state.proven_ok is not None:
+        unbounded = [obs for obs in history if obs.outcome is Outcome.OK and obs.length == state.proven_ok
+                     and obs.hint is None]
+        if state.proven_ok is not None and unbounded:  # its pool says nothing about longer lengths
             return _gallop_step(self.space, history, state.proven_ok, top)
         return _bisect_step(self.space, state.proven_ok, top)
 
