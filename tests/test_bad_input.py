@@ -431,14 +431,21 @@ def _materialise(root: Path, files: Dict[str, Content], fmt) -> None:
             path.write_text(fmt(content))
 
 
-@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
-def test_bad_input_is_one_line_with_its_code_and_no_launch(case, sandbox, capsys, monkeypatch):
+def formatter(sandbox: Path):
+    """The cases' {tmp}, {model} and {python} placeholders filled in for this sandbox."""
     values = {"tmp": str(sandbox), "model": str(sandbox / "m"), "python": str(sandbox / "standin-python")}
 
     def fmt(text: str) -> str:
         for key, value in values.items():
             text = text.replace("{%s}" % key, value)
         return text
+
+    return fmt
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
+def test_bad_input_is_one_line_with_its_code_and_no_launch(case, sandbox, capsys, monkeypatch):
+    fmt = formatter(sandbox)
 
     _materialise(sandbox, case.files, fmt)
     monkeypatch.chdir(sandbox)

@@ -19,7 +19,19 @@ from typing import Dict
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_bad_input import GOOD_CONFIG, Case, Folder, Link, _materialise, entry, fleet, model_config, sandbox, search
+from test_bad_input import (
+    GOOD_CONFIG,
+    Case,
+    Folder,
+    Link,
+    _materialise,
+    entry,
+    fleet,
+    formatter,
+    model_config,
+    sandbox,
+    search,
+)
 
 from vllm_fit import cli
 from vllm_fit.errors import FitError
@@ -141,12 +153,7 @@ def _listing(root: Path) -> Dict[str, str]:
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_hostile_input_changes_nothing(case, sandbox, capsys, monkeypatch):
-    values = {"tmp": str(sandbox), "model": str(sandbox / "m"), "python": str(sandbox / "standin-python")}
-
-    def fmt(text: str) -> str:
-        for key, value in values.items():
-            text = text.replace("{%s}" % key, value)
-        return text
+    fmt = formatter(sandbox)
 
     fifos = [name for name, content in case.files.items() if content == "FIFO"]
     _materialise(sandbox, {k: v for k, v in case.files.items() if v != "FIFO"}, fmt)
