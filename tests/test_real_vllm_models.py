@@ -10,11 +10,25 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from conftest import BLOCK_BYTES
 
 pytestmark = pytest.mark.vllm
+
+
+def _cpu_has_fp8_kv() -> bool:
+    """vLLM's CPU backend runs an fp8 KV cache only on x86 with AVX-512 or AMX."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512f" in flags or " amx_tile" in flags
+
+
+needs_fp8_kv = pytest.mark.skipif(not _cpu_has_fp8_kv(), reason="vLLM's CPU fp8 KV cache needs AVX-512 or AMX,"
+                                  " which this CPU lacks (NotImplementedError in vLLM)")
 
 
 def variant(tiny_model, tmp_path, name, **changes):
@@ -62,6 +76,7 @@ def test_an_unused_sliding_window_is_full_attention(vllm_python, tiny_model, rea
     assert report["launches"] <= 2, [(t["engine_args"]["max_model_len"], t["outcome"]) for t in report["trials"]]
 
 
+@needs_fp8_kv
 @pytest.mark.parametrize("granule, expected", [("32KiB", 33 * 32 * 1024), ("1MiB", 2 * 1024 * 1024)])
 def test_fp8_kv_takes_the_measured_page_size(vllm_python, tiny_model, real_env, tmp_path, granule, expected):
     """fp8 halves the page (32 KiB a block here): 4096 tokens need 32 + 1 blocks = 1,081,344 bytes,
@@ -73,6 +88,7 @@ def test_fp8_kv_takes_the_measured_page_size(vllm_python, tiny_model, real_env, 
         (t["engine_args"].get("kv_cache_memory_bytes"), t["outcome"]) for t in report["trials"]]
 
 
+@needs_fp8_kv
 def test_explore_verifies_an_fp8_kv_cache_beside_the_fit(vllm_python, tiny_model, real_env, tmp_path):
     """Issue 11 --explore: the 40-block pool (bf16) holds 4992; the same bytes in fp8 are 80 blocks of
     32 KiB, 79 x 128 = 10112 tokens, found and served for real while the fit stays 4992."""

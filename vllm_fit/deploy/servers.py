@@ -18,22 +18,12 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 from ..errors import BadInput, one_line
+from .text import Text, Token, words_of
 
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server",)
 HELM_KEYS = {"max_model_len": "maxModelLen", "gpu_memory_utilization": "gpuMemoryUtilization",
              "max_num_seqs": "maxNumSeqs", "tensor_parallel_size": "tensorParallelSize"}
 """production-stack's vllmConfig keys (the KV bytes knob has none: it goes to extraArgs)."""
-
-
-@dataclass
-class Token:
-    """One command-line word: its text and its span in the file (inside a quoted scalar: the inner span)."""
-
-    text: str
-    start: int
-    end: int
-    quote: str = ""
-    """The quote of the list item it is (an item of its own); "" inside a shell string or plain."""
 
 
 @dataclass
@@ -70,46 +60,6 @@ class Server:
     gpu_labels: List[str] = field(default_factory=list)
 
 
-class Text:
-    """The file's text with line/column to offset conversion."""
-
-    def __init__(self, text: str):
-        self.text = text
-        self.starts = [0]
-        for match in re.finditer("\n", text):
-            self.starts.append(match.end())
-
-    def offset(self, line: int, col: int) -> int:
-        return self.starts[line] + col
-
-    def scalar_end(self, start: int, flow: bool) -> int:
-        """The end of the scalar that starts at `start` (quoted: after its closing quote)."""
-        text, first = self.text, self.text[start:start + 1]
-        if first == '"':
-            index = start + 1
-            while index < len(text) and text[index] != '"':
-                index += 2 if text[index] == "\\" else 1
-            return index + 1
-        if first == "'":
-            index = start + 1
-            while index < len(text):
-                if text[index] == "'" and text[index + 1:index + 2] != "'":
-                    return index + 1
-                index += 2 if text[index] == "'" else 1
-            return index
-        stop = re.compile(r"\s#|\n|\r" + (r"|,|\]|\}" if flow else ""))
-        match = stop.search(text, start)
-        end = match.start() if match else len(text)
-        while end > start and text[end - 1] in " \t":
-            end -= 1
-        return end
-
-
-def _words(value: str, start: int) -> List[Token]:
-    """A shell string's words with their spans (quotes inside the string are not supported: refused)."""
-    return [Token(m.group(0), start + m.start(), start + m.end()) for m in re.finditer(r"\S+", value)]
-
-
 def _seq_tokens(seq: CommentedSeq, text: Text) -> ArgList:
     """The words of a YAML list of strings (an item may be a shell string of several words)."""
     flow = bool(seq.fa.flow_style())
@@ -130,7 +80,7 @@ def _seq_tokens(seq: CommentedSeq, text: Text) -> ArgList:
             value = str(item)  # a folded or multi-line scalar: its words, without positions to edit
             tokens += [Token(word, -1, -1) for word in value.split()]
         elif len(value.split()) > 1:
-            tokens += _words(value, inner_start)
+            tokens += words_of(value, inner_start)
         else:
             tokens.append(Token(value, inner_start, inner_start + len(value), quoted))
         last_end = end
@@ -152,12 +102,13 @@ def _string_tokens(node: Any, key: Any, text: Text, flow: bool) -> ArgList:
     inner = start + 1 if quoted else start
     if "\\" in raw or str(node[key]) != raw[len(quoted):len(raw) - len(quoted)]:
         raise BadInput("a command string that spans lines or has escapes cannot be edited in place")
-    return ArgList(_words(str(node[key]), inner), end - len(quoted), None, False, quoted or '"')
+    return ArgList(words_of(str(node[key]), inner), end - len(quoted), None, False, quoted or '"')
 
 
 def _is_vllm_command(words: List[str]) -> bool:
     joined = " ".join(words)
-    return bool(re.search(r"(^|[\s/])vllm\s+serve\b", joined)) or any(m in joined for m in SERVER_MODULES)
+    return bool(re.search(r"(^|[\s/])vllm\s+serve\b|(^|\s)--max-model-len\b", joined)) or any(
+        m in joined for m in SERVER_MODULES)  # a vLLM-only flag too (KServe's predictor args)
 
 
 def _model_of(words: List[str]) -> Optional[str]:
