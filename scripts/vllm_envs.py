@@ -76,7 +76,7 @@ def create(version: str) -> Path:
     extra = [OLD_TRANSFORMERS[version]] if version in OLD_TRANSFORMERS else []
     run([python, "-m", "pip", "install", "-q", *(["torch==%s" % torch] if torch else ["torch"]), *wanted, *extra])
     run([python, "-m", "pip", "install", "-q", "--no-deps", "-e", ROOT])
-    run([python, "-m", "pip", "install", "-q", "click", "tenacity", "pyyaml", "psutil", "rich", "httpx",
+    run([python, "-m", "pip", "install", "-q", "click", "tenacity", "pyyaml", "ruamel.yaml", "psutil", "rich", "httpx",
          "nvidia-ml-py"])
     if version.startswith(NEEDS_GLIBCXX_PATCH):
         site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],

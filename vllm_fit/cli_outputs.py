@@ -12,8 +12,6 @@ from typing import List, Optional
 import click
 
 from .cli_group import _exit, cli, table_options
-from .deploy.apply import apply_to_file
-from .deploy.fits import load_fits
 from .errors import BadInput, ExitCode
 from .export.json_report import read_report, report_text
 from .export.junit import junit_xml
@@ -139,6 +137,9 @@ def apply_command(source: str, targets: List[str], check: bool, allow_mismatch: 
     in the files is matched to its fit by model, entry name or served model name; only those settings
     change, in the form the file uses, every other byte stays. Prints a unified diff.
     """
+    from .deploy.apply import apply_to_file  # ruamel.yaml only for apply: search runs without it
+    from .deploy.fits import load_fits
+
     fits = load_fits(source)
     paths = [Path(target) for target in targets]
     check_distinct({"--to %s" % target: target for target in targets})
