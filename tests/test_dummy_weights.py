@@ -13,7 +13,7 @@ import subprocess
 import pytest
 from conftest import BLOCK_BYTES
 
-from vllm_fit.fitter import DUMMY_PAYS_BYTES, exploration_load_format
+from vllm_fit.plan.weights import DUMMY_PAYS_BYTES, exploration_load_format
 from vllm_fit.prepare.modelinfo import ModelInfo
 from vllm_fit.prepare.request import ExploreWeights, SearchRequest
 

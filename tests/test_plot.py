@@ -5,31 +5,48 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from vllm_fit.export.plot import plot_data
+from vllm_fit.report.search_report import SearchReport
 
 GIB = 1 << 30
 
 
+SAMPLE = Path(__file__).parent / "data" / "report-fit-explore.json"
+"""A report vllm-fit wrote (tests/test_search_report.py); the pictures' numbers replace its own."""
+
+
+def _trial(index, engine_args, outcome, length, capacity):
+    template = json.loads(SAMPLE.read_text())["trials"][0]
+    return dict(template, index=index, engine_args=engine_args, outcome=outcome, max_model_len=length,
+                capacity=capacity)
+
+
+def report_json(trials, search=None, fit=None, explore=None):
+    """A whole report with these trials, settings and fit (the rest from a report vllm-fit wrote)."""
+    data = json.loads(SAMPLE.read_text())
+    data.update(trials=trials, search=search or {}, explore=explore)
+    data["fit"] = dict(data["fit"], **fit) if fit else None
+    return data
+
+
 def report(**extra):
     trials = [
-        {"index": 1, "engine_args": {"max_model_len": 131072, "gpu_memory_utilization": 0.95}, "outcome": "oom",
-         "max_model_len": 131072, "capacity": {"kv_cache_tokens": 24880, "available_kv_gib": 3.04,
-                                               "total_memory_gib": 21.96}},
-        {"index": 2, "engine_args": {"max_model_len": 15856, "gpu_memory_utilization": 0.9}, "outcome": "ok",
-         "max_model_len": 15856, "capacity": {"kv_cache_tokens": 15872}},
-        {"index": 3, "engine_args": {"max_model_len": 20000, "gpu_memory_utilization": 0.92}, "outcome": "timeout",
-         "max_model_len": 20000, "capacity": {}},
+        _trial(1, {"max_model_len": 131072, "gpu_memory_utilization": 0.95}, "oom", 131072,
+               {"kv_cache_tokens": 24880, "available_kv_gib": 3.04, "total_memory_gib": 21.96}),
+        _trial(2, {"max_model_len": 15856, "gpu_memory_utilization": 0.9}, "ok", 15856, {"kv_cache_tokens": 15872}),
+        _trial(3, {"max_model_len": 20000, "gpu_memory_utilization": 0.92}, "timeout", 20000, {}),
     ]
-    data = {"trials": trials, "search": {"utilization_cap": 0.95, "model_derived_max_len": 131072, "model": "m"},
-            "fit": {"max_model_len": 15856, "kv_cache_tokens": 15872,
-                    "engine_args": {"gpu_memory_utilization": 0.9, "max_model_len": 15856}}}
+    data = report_json(trials, {"utilization_cap": 0.95, "model_derived_max_len": 131072, "model": "m"},
+                       {"max_model_len": 15856, "kv_cache_tokens": 15872, "trial": 2,
+                        "engine_args": {"gpu_memory_utilization": 0.9, "max_model_len": 15856}})
     data.update(extra)
     return data
 
 
 def test_plot_data_reads_the_report():
-    data = plot_data(report())
+    data = plot_data(SearchReport.from_json(report()))
     assert data.knob == "gpu_memory_utilization"
     assert [(p.x, p.y, p.outcome, p.measured) for p in data.points] == [
         (0.95, 24880.0, "oom", True), (0.9, 15872.0, "ok", True), (0.92, 20000.0, "timeout", False)]
@@ -41,15 +58,14 @@ def test_plot_data_reads_the_report():
 
 def test_one_point_and_the_device_total_give_the_line():
     single = report()
-    single["trials"] = single["trials"][:1]
-    slope, _ = plot_data(single).line
+    single["trials"], single["fit"] = single["trials"][:1], None
+    slope, _ = plot_data(SearchReport.from_json(single)).line
     assert abs(slope - 24880 / 3.04 * 21.96) < 1e-6  # tokens per unit of utilization
 
 
 def test_kv_bytes_searches_are_drawn_against_gib():
-    data = plot_data({"trials": [{"index": 1, "outcome": "ok", "max_model_len": 4096,
-                                  "engine_args": {"kv_cache_memory_bytes": 2 * GIB},
-                                  "capacity": {"num_blocks": 33, "block_size": 128}}]})
+    data = plot_data(SearchReport.from_json(report_json([_trial(1, {"kv_cache_memory_bytes": 2 * GIB}, "ok", 4096,
+                                                                {"num_blocks": 33, "block_size": 128})])))
     assert data.knob == "kv_cache_memory_bytes" and data.points[0].x == 2.0 and data.points[0].y == 4224.0
     assert data.line == (2112.0, 0.0)
 

@@ -106,16 +106,16 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     yaml_text = config_text(outcome.report)
     if outcome.interrupted:  # keep the finished trials; an unproven, interrupted fit is no config to deliver
         if report:
-            write_text_atomic(report, report_text(outcome.report))
+            write_text_atomic(report, report_text(outcome.report.to_json()))
         raise Interrupted("%s%s" % (result.stop_detail, "; the report %s keeps them" % report if report else ""))
     if out and yaml_text is not None:
         write_text_atomic(out, yaml_text)
     if report:
-        write_text_atomic(report, report_text(outcome.report))
+        write_text_atomic(report, report_text(outcome.report.to_json()))
     view.summary(result, yaml_text, out)
-    if outcome.report.get("explore"):
+    if outcome.report.explore:
         view.alternatives(outcome.report)
-    if outcome.environment_failed:
+    if result.environment_failed:
         view.note("environment problem: %s" % result.stop_detail)
         return _exit(ExitCode.ENVIRONMENT)
     if result.fit is None:

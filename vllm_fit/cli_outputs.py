@@ -29,7 +29,7 @@ from .output.view import TerminalView
 from .prepare import inputs
 from .prepare.envcheck import inspect_interpreter
 from .prepare.request import DEFAULT_TRIAL_TIMEOUT_S, VIA_ENV, Via
-from .report import now_iso
+from .report.build import now_iso
 
 
 @cli.command(name="merge")

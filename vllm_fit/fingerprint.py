@@ -17,6 +17,8 @@ MEMORY_ENV = ("VLLM_USE_V1", "VLLM_ATTENTION_BACKEND", "PYTORCH_CUDA_ALLOC_CONF"
               "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS", "VLLM_ALLOW_LONG_MAX_MODEL_LEN", "CUDA_DEVICE_ORDER",
               "VLLM_CPU_KVCACHE_SPACE", "VLLM_CPU_OMP_THREADS_BIND")
 """Environment variables that change how much memory vLLM takes or which lengths it accepts."""
+OUTSIDE_SEARCH = frozenset({"engine_args", "model", "tensor_parallel_size"})
+"""Fingerprinted options recorded beside the search settings (engine arguments without secrets)."""
 
 
 def fingerprint_inputs(prepared: Any) -> Dict[str, Any]:
@@ -25,19 +27,14 @@ def fingerprint_inputs(prepared: Any) -> Dict[str, Any]:
     The search options are those the option table marks as changing the answer, and only where
     they apply to the objective; secret-named engine arguments are left out.
     """
-    from .prepare.request import OPTIONS, fingerprinted_fields
+    from .prepare.request import applied_options, fingerprinted_fields
 
     request, interpreter, preflight = prepared.request, prepared.interpreter, prepared.devices.preflight
     kind = prepared.objective
     search: Dict[str, Any] = {"objective": kind.value, "min_len": prepared.space.min_len,
                               "max_len": prepared.space.max_len, "granularity": prepared.space.granularity,
                               "utilization_cap": prepared.utilization_cap}
-    for name in sorted(fingerprinted_fields()):
-        spec = OPTIONS.get(name)
-        if spec is None or kind not in spec.applies or name in ("engine_args", "model", "tensor_parallel_size"):
-            continue
-        value = getattr(request, name)
-        search[name] = value.value if hasattr(value, "value") else value
+    search.update(applied_options(request, kind, sorted(fingerprinted_fields() - OUTSIDE_SEARCH)))
     engine_args = {key: redacted(value) for key, value in request.engine_args.items() if not is_secret_name(key)}
     return {
         "model": request.model,

@@ -89,6 +89,14 @@ class Preflight:
     def as_dict(self) -> Dict[str, Any]:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Preflight:
+        """Rebuild from as_dict (a report's `environment.preflight`); KeyError/TypeError for anything else."""
+        devices = [DeviceState(**dict(device, processes=[GpuProcess(**process) for process in device["processes"]]))
+                   for device in data["devices"]]
+        return cls(bool(data["available"]), str(data["reason"]), data.get("driver"), devices,
+                   data.get("visible_count"))
+
 
 def visible_devices(env: Mapping[str, str], count: int) -> List[str]:
     """NVML indices ("0") or UUIDs ("GPU-...") of the devices CUDA will show, in CUDA's order."""

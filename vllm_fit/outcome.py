@@ -1,4 +1,4 @@
-"""The words of a trial's result: the outcome, where memory ran out, and the facts read from vLLM."""
+"""The words of a result: a trial's outcome, where memory ran out, the facts read from vLLM, why a search stopped."""
 
 from __future__ import annotations
 
@@ -133,3 +133,19 @@ class Classification:
     """Where it ended: import, start, request (from the probe), or the last phase seen in the log."""
     transient: bool = False
     """vLLM or the system reported the failure as non-deterministic (NCCL hiccup, port in use ...)."""
+
+
+class StopReason(str, Enum):
+    """Why a study stopped. COMPLETE and NOTHING_FITS are proofs; the others leave the answer open."""
+
+    COMPLETE = "complete"
+    NOTHING_FITS = "nothing_fits"
+    STOPPING_OUTCOME = "stopping_outcome"
+    TIMEOUTS = "timeouts"
+    TRIAL_LIMIT = "trial_limit"
+    INTERRUPTED = "interrupted"
+    """Ctrl-C or SIGTERM: the finished trials are kept (report, journal); the caller exits 130."""
+
+    @property
+    def proven(self) -> bool:
+        return self in (StopReason.COMPLETE, StopReason.NOTHING_FITS)

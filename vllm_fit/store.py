@@ -20,6 +20,7 @@ from .errors import BadInput, EnvironmentProblem
 from .files.atomic import write_text_atomic
 from .files.reading import open_regular, parse_json, read_input_bytes
 from .outcome import Outcome
+from .report.search_report import SearchReport
 from .trial.record import TrialRecord
 
 SCHEMA = 2
@@ -136,21 +137,25 @@ class FitStore:
     def _fit_path(self, fingerprint: str) -> Path:
         return self.root / "fits" / (fingerprint + ".json")
 
-    def cached(self, fingerprint: str, note: Note = lambda message: None) -> Optional[Dict[str, Any]]:
+    def cached(self, fingerprint: str, note: Note = lambda message: None) -> Optional[SearchReport]:
         """The report of a finished search with this fingerprint, or None (unreadable ones with a note)."""
         path = self._fit_path(fingerprint)
         if not os.path.lexists(path):
             return None
         data = _json_object(read_input_bytes(path, "cached fit", follow=False, error=EnvironmentProblem).decode(
             "utf-8", errors="replace"))
-        reason = "not a report of this version"
-        if data is not None and data.get("schema") == SCHEMA and _usable(data):
-            return data
-        note("cached fit %s ignored (%s): searching again" % (path, reason))
+        if data is not None and data.pop("schema", None) == SCHEMA:
+            try:
+                report = SearchReport.from_json(data)
+            except ValueError:
+                report = None
+            if report is not None and report.fit is not None:
+                return report
+        note("cached fit %s ignored (not a report of this version): searching again" % path)
         return None
 
-    def store(self, fingerprint: str, report: Dict[str, Any]) -> Path:
-        data = dict(report, schema=SCHEMA)
+    def store(self, fingerprint: str, report: SearchReport) -> Path:
+        data = dict(report.to_json(), schema=SCHEMA)
         return write_text_atomic(self._fit_path(fingerprint), json.dumps(data, indent=1, default=str) + "\n")
 
     def journal(self, fingerprint: str) -> Journal:
@@ -193,13 +198,3 @@ def _same_file(handle: Any, path: Path) -> bool:
         return False
     opened = os.fstat(handle.fileno())
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
-
-
-def _usable(data: Mapping[str, Any]) -> bool:
-    """A cached report that can be rebuilt into a result."""
-    try:
-        records = [TrialRecord.from_json(trial) for trial in data["trials"]]
-        fit = data["fit"]["trial"]
-        return any(record.index == fit for record in records) and isinstance(data["stop"], str)
-    except (KeyError, TypeError, ValueError):
-        return False

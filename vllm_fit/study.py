@@ -7,12 +7,12 @@ path (side effects) and the listener (the terminal view), and decides when to st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from .gpu import LOST_VIEW
-from .outcome import Outcome
-from .redact import is_secret_arg, public_args
+from .outcome import Outcome, StopReason
+from .plan.weights import verify_with_real_weights
+from .redact import public_args
 from .search.objectives import Objective
 from .trial.listener import Listener
 from .trial.record import TrialRecord
@@ -27,22 +27,6 @@ MAX_TIMEOUTS_IN_A_ROW = 2
 MAX_TIMEOUTS_WITH_A_FIT = 6
 """Once a length served, timeouts above it narrow the range between the fit and the lowest length that
 hangs (each costs a whole trial timeout); this many in all end the search with that range unproven."""
-
-
-class StopReason(str, Enum):
-    """Why a study stopped. COMPLETE and NOTHING_FITS are proofs; the others leave the answer open."""
-
-    COMPLETE = "complete"
-    NOTHING_FITS = "nothing_fits"
-    STOPPING_OUTCOME = "stopping_outcome"
-    TIMEOUTS = "timeouts"
-    TRIAL_LIMIT = "trial_limit"
-    INTERRUPTED = "interrupted"
-    """Ctrl-C or SIGTERM: the finished trials are kept (report, journal); the caller exits 130."""
-
-    @property
-    def proven(self) -> bool:
-        return self in (StopReason.COMPLETE, StopReason.NOTHING_FITS)
 
 
 @dataclass(frozen=True)
@@ -67,6 +51,14 @@ class StudyResult:
     def proven(self) -> bool:
         """True when the fit is proven the best (its better neighbours failed or cannot work)."""
         return self.fit is not None and self.stop is StopReason.COMPLETE
+
+    @property
+    def environment_failed(self) -> bool:
+        """True when a trial showed that the environment, not the config, is the problem (a fixed
+        memory setting that the device's free memory cannot hold is a proof that nothing fits)."""
+        last = self.records[-1] if self.records else None
+        return last is not None and self.fit is None and self.stop is StopReason.STOPPING_OUTCOME \
+            and last.outcome in (Outcome.ENVIRONMENT, Outcome.FREE_MEMORY_SHORT)
 
 
 def _stop_before(records: List[TrialRecord], objective: Objective) -> Optional[tuple]:
@@ -167,7 +159,8 @@ def _loop(plan: TrialPlan, objective: Objective, listener: Listener, records: Li
 
 def _finish(plan: TrialPlan, objective: Objective, listener: Listener, records: List[TrialRecord], run: RunTrial,
             on_record: Callable[[TrialRecord], None], stop: StopReason, detail: str, launches: int) -> StudyResult:
-    """The fit among the records, verified with the real weights where it was explored on dummy ones."""
+    """The fit among the records (verified with the real weights where it was explored on dummy ones,
+    plan/weights.py), and whether it is proven."""
     history = [record.observation() for record in records]
     fit_index = objective.fit(history)
     best = records[fit_index] if fit_index is not None else None
@@ -178,25 +171,21 @@ def _finish(plan: TrialPlan, objective: Objective, listener: Listener, records: 
     if stop is StopReason.INTERRUPTED and best is not None and best.load_format:
         best = None  # explored on dummy weights and never verified with the real ones: no fit
     if best is not None and plan.explore_load_format and best.load_format == plan.explore_load_format:
-        explored = best
-        kwargs = plan.llm_kwargs({})  # the real secret values, which records never keep
-        kwargs.update({key: value for key, value in explored.llm_kwargs.items()
-                       if key != "load_format" and not is_secret_arg(key, value)})
-        wanted = public_args(kwargs)
-        done = next((r for r in records if r.load_format is None and r.llm_kwargs == wanted), None)
-        if done is None:  # not verified yet (a resumed search may have journaled it)
-            done = launch(plan, len(records) + 1, kwargs, listener, run)
-            launches += 1 + len(done.retries)
-            records.append(done)
-            on_record(done)
-        best = done
-        notes.append("trials %s explored on dummy weights (load_format=%s); trial %d verified the fit with the"
-                     " real weights" % (", ".join(str(r.index) for r in records if r.load_format),
-                                        explored.load_format, best.index))
-        if best.outcome is not Outcome.OK or best.length != explored.length:
-            detail = "the fit found on dummy weights (trial %d) did not serve with the real weights: %s: %s;" \
-                " rerun with --real-weights" % (explored.index, best.outcome.value, best.detail)
-            return StudyResult(records, None, StopReason.STOPPING_OUTCOME, detail, launches, notes)
+        launched: List[TrialRecord] = []
+
+        def launch_one(kwargs: Dict[str, Any]) -> TrialRecord:
+            record = launch(plan, len(records) + 1, kwargs, listener, run)
+            records.append(record)
+            on_record(record)
+            launched.append(record)
+            return record
+
+        check = verify_with_real_weights(plan, best, records, launch_one)
+        launches += sum(1 + len(r.retries) for r in launched)
+        best = check.record
+        notes.append(check.note)
+        if check.failure is not None:
+            return StudyResult(records, None, StopReason.STOPPING_OUTCOME, check.failure, launches, notes)
     hang = _rests_on_a_hang(records, objective) if best is not None and stop is StopReason.COMPLETE else None
     if hang is not None:
         stop, detail = StopReason.TIMEOUTS, hang

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional
 
+from ..outcome import OomStage, Outcome
 from ..prepare.modelinfo import ModelInfo
+from ..report.search_report import SearchReport
 
 GIB = float(1 << 30)
 
@@ -37,43 +39,40 @@ def _full_context(out: Dict[str, Any], lines: List[str], model_max: Optional[int
                  % (_tokens(model_max), _gib(device), cap))
 
 
-def _lowest_out_of_memory(report: Mapping[str, Any]) -> Optional[float]:
+def _lowest_out_of_memory(report: SearchReport) -> Optional[float]:
     """The lowest utilization at which a started engine ran out of memory (its KV allocation or request)."""
-    levels = [float((t.get("engine_args") or {})["gpu_memory_utilization"]) for t in report.get("trials") or []
-              if t.get("outcome") == "oom" and (t.get("capacity") or {}).get("oom_stage") in ("request",
-                                                                                             "kv_allocation")
-              and (t.get("engine_args") or {}).get("gpu_memory_utilization") is not None]
+    levels = [float(t.llm_kwargs["gpu_memory_utilization"]) for t in report.trials
+              if t.outcome is Outcome.OOM and t.facts.oom_stage in (OomStage.REQUEST, OomStage.KV_ALLOCATION)
+              and t.llm_kwargs.get("gpu_memory_utilization") is not None]
     return min(levels) if levels else None
 
 
-def _measured(report: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+def _measured(report: SearchReport) -> Optional[Dict[str, Any]]:
     """The trial with the most KV memory that reported it: utilization, KV bytes and tokens, total."""
     best: Optional[Dict[str, Any]] = None
-    for trial in report.get("trials") or []:
-        capacity, args = trial.get("capacity") or {}, trial.get("engine_args") or {}
+    for trial in report.trials:
+        facts, args = trial.facts, trial.llm_kwargs
         kv = args.get("kv_cache_memory_bytes")
-        kv = float(kv) if kv is not None and capacity.get("kv_cache_tokens") else (
-            capacity["available_kv_gib"] * GIB if capacity.get("available_kv_gib") else None)
-        utilization = args.get("gpu_memory_utilization", capacity.get("gpu_memory_utilization"))
-        if kv is None or not capacity.get("kv_cache_tokens"):
+        kv = float(kv) if kv is not None and facts.kv_cache_tokens else (
+            facts.available_kv_gib * GIB if facts.available_kv_gib else None)
+        utilization = args.get("gpu_memory_utilization", facts.gpu_memory_utilization)
+        if kv is None or not facts.kv_cache_tokens:
             continue
-        row: Dict[str, Any] = {"kv": float(kv), "tokens": float(capacity["kv_cache_tokens"]),
-                               "utilization": utilization,
-                               "total": (capacity.get("total_memory_gib") or 0) * GIB,
-                               "weights": (capacity.get("weights_gib") or 0) * GIB}
+        row: Dict[str, Any] = {"kv": float(kv), "tokens": float(facts.kv_cache_tokens), "utilization": utilization,
+                               "total": (facts.total_memory_gib or 0) * GIB, "weights": (facts.weights_gib or 0) * GIB}
         if best is None or row["kv"] > best["kv"]:
             best = row
     return best
 
 
-def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: int, cap: Optional[float],
+def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, cap: Optional[float],
              total_bytes: Optional[float]) -> Optional[Dict[str, Any]]:
     """The diagnosis, or None when the fit reaches the wanted maximum or there is nothing to reckon with
     (no pool measured and the weights' size, the KV cost or the device total unknown)."""
-    fit, search = report.get("fit") or {}, report.get("search") or {}
+    fit, search = report.fit, report.search
     model_max = search.get("max_len") or model.derived_max_len
     wanted = model_max if fit else (search.get("min_len") or model_max)
-    if not wanted or (fit and fit.get("max_model_len", 0) >= wanted):
+    if not wanted or (fit and fit.max_model_len >= wanted):
         return None
     seen = _measured(report)
     args = search.get("engine_args") or {}
@@ -114,19 +113,19 @@ def diagnose(report: Mapping[str, Any], model: ModelInfo, tensor_parallel_size: 
     return out
 
 
-def _without_pool(report: Mapping[str, Any], model: ModelInfo, tp: int, cap: Optional[float],
+def _without_pool(report: SearchReport, model: ModelInfo, tp: int, cap: Optional[float],
                   total: Optional[float], wanted: int, args: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """No pool measured: what is not KV is at least the weights per device, and at least what the device
     held when an allocation failed plus what that allocation lacked; the KV cache comes on top."""
-    trials = [trial.get("capacity") or {} for trial in report.get("trials") or []]
-    loaded = max((c["weights_gib"] * GIB for c in trials if c.get("weights_gib")), default=None)
+    trials = [trial.facts for trial in report.trials]
+    loaded = max((c.weights_gib * GIB for c in trials if c.weights_gib), default=None)
     on_disk = model.estimated_weights_bytes
     weights = loaded or (on_disk / tp if on_disk else None)
     per_token = model.kv_bytes_per_rank(tp, dict(args))
     if weights is None or per_token is None or cap is None or not total:
         return None
-    failed = [total - c["oom_free_bytes"] + c["oom_alloc_bytes"] for c in trials
-              if c.get("oom_alloc_bytes") is not None and c.get("oom_free_bytes") is not None]
+    failed = [total - c.oom_free_bytes + c.oom_alloc_bytes for c in trials
+              if c.oom_alloc_bytes is not None and c.oom_free_bytes is not None]
     not_kv = max([weights, *failed])
     need = not_kv + wanted * per_token
     missing = max(0.0, need - cap * total)
@@ -176,12 +175,11 @@ def _tensor_parallel(model: ModelInfo, tp: int, seen: Mapping[str, Any], at_cap:
     return options
 
 
-def _foreign(report: Mapping[str, Any], lines: List[str]) -> List[Dict[str, Any]]:
+def _foreign(report: SearchReport, lines: List[str]) -> List[Dict[str, Any]]:
     """Processes other than vllm-fit's trials that held device memory before the search."""
-    devices = ((report.get("environment") or {}).get("preflight") or {}).get("devices") or []
-    held = [{"pid": p.get("pid"), "name": p.get("name"), "used_bytes": p.get("used_bytes")}
-            for device in devices for p in device.get("processes") or []]
-    if held:
+    preflight = report.environment.preflight
+    others = preflight.held_by_others if preflight is not None else []
+    if others:
         lines.append("other processes hold device memory: %s" % ", ".join(
-            "%s (pid %s, %s)" % (p["name"], p["pid"], _gib(p["used_bytes"] or 0)) for p in held))
-    return held
+            "%s (pid %s, %s)" % (p.name, p.pid, _gib(p.used_bytes or 0)) for p in others))
+    return [{"pid": p.pid, "name": p.name, "used_bytes": p.used_bytes} for p in others]

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 from ..errors import BadInput
 from ..prepare import Prepared, prepare
 from ..prepare.request import ObjectiveKind
+from ..report.search_report import ExploreRow, SearchReport
 
 
 @dataclass(frozen=True)
@@ -44,20 +45,20 @@ def alternatives(prepared: Prepared) -> List[Alternative]:
     return found
 
 
-def _fixed_memory(report: Mapping[str, Any], objective: ObjectiveKind) -> Dict[str, Any]:
+def _fixed_memory(report: SearchReport, objective: ObjectiveKind) -> Dict[str, Any]:
     """The fit's utilization, when the search chose it: the alternative then searches only the length."""
-    fit = report.get("fit") or {}
-    if objective is ObjectiveKind.HIGHEST_UTILIZATION and fit.get("gpu_memory_utilization") is not None:
-        return {"gpu_memory_utilization": fit["gpu_memory_utilization"]}
+    fit = report.fit
+    if objective is ObjectiveKind.HIGHEST_UTILIZATION and fit is not None and fit.gpu_memory_utilization is not None:
+        return {"gpu_memory_utilization": fit.gpu_memory_utilization}
     return {}
 
 
-SearchOne = Callable[[Prepared], Mapping[str, Any]]
+SearchOne = Callable[[Prepared], SearchReport]
 """Runs one prepared search and returns its report (fitter.run_search, with the cache)."""
 
 
-def explore(prepared: Prepared, report: Mapping[str, Any], search: SearchOne,
-            note: Callable[[str], None]) -> List[Dict[str, Any]]:
+def explore(prepared: Prepared, report: SearchReport, search: SearchOne,
+            note: Callable[[str], None]) -> Tuple[ExploreRow, ...]:
     """Search each alternative; one row per alternative for the report, in the order they ran."""
     rows = []
     fixed = _fixed_memory(report, prepared.objective)
@@ -70,19 +71,13 @@ def explore(prepared: Prepared, report: Mapping[str, Any], search: SearchOne,
         try:
             other = prepare(request)
         except BadInput as exc:
-            rows.append(_row(alternative, None, "refused before a launch: %s" % exc))
+            rows.append(ExploreRow(alternative.name, alternative.tensor_parallel_size, dict(alternative.engine_args),
+                                   verified=False, stop="refused", stop_reason="refused before a launch: %s" % exc,
+                                   launches=0, fit=None, trials=()))
             continue
-        rows.append(_row(alternative, search(other), None))
-    return rows
-
-
-def _row(alternative: Alternative, report: Optional[Mapping[str, Any]], refused: Optional[str]) -> Dict[str, Any]:
-    """The alternative's answer: its verified fit (or why there is none), with its launches and trials."""
-    row: Dict[str, Any] = {"alternative": alternative.name, "tensor_parallel_size": alternative.tensor_parallel_size,
-                           "engine_args": dict(alternative.engine_args)}
-    if report is None:
-        return dict(row, verified=False, stop="refused", stop_reason=refused, launches=0, fit=None, trials=[])
-    fit = report.get("fit")
-    return dict(row, verified=fit is not None, proven=bool(report.get("proven")),
-                stop=report.get("stop"), stop_reason=report.get("stop_reason"), launches=report.get("launches", 0),
-                fit=fit, trials=report.get("trials") or [])
+        found = search(other)
+        rows.append(ExploreRow(alternative.name, alternative.tensor_parallel_size, dict(alternative.engine_args),
+                               verified=found.fit is not None, proven=found.proven, stop=found.stop.value,
+                               stop_reason=found.stop_reason, launches=found.launches, fit=found.fit,
+                               trials=found.trials))
+    return tuple(rows)

@@ -11,6 +11,7 @@ from ..export.yaml_config import read_comment_facts, read_config
 from ..files.paths import inside
 from ..files.reading import read_input_bytes, read_json
 from ..fleet.index import load_index
+from ..report.search_report import SearchReport
 
 KNOB_KEYS = ("gpu_memory_utilization", "kv_cache_memory_bytes")
 
@@ -60,16 +61,16 @@ def _from_yaml(path: Path, name: Optional[str] = None) -> Fit:
                           device.split(",")[0].strip() if device else None, "concurrency" in facts)
 
 
-def _from_report(path: Path, data: Mapping[str, Any]) -> Fit:
-    fit = data.get("fit")
-    if not isinstance(fit, dict) or not isinstance(fit.get("engine_args"), dict):
+def _from_report(path: Path, data: Any) -> Fit:
+    try:
+        report = SearchReport.from_json(data)
+    except ValueError as exc:
+        raise BadInput("%s: %s; pass a file written by --report of this vllm-fit" % (path, exc)) from None
+    if report.fit is None:
         raise BadInput("%s has no fit to apply (the search found none)" % path)
-    env = data.get("environment") or {}
-    devices = ((env.get("preflight") or {}).get("devices") or []) if isinstance(env, dict) else []
-    gpu = devices[0].get("name") if devices and isinstance(devices[0], dict) else None
-    search = data.get("search") or {}
-    concurrency = isinstance(search, dict) and int(search.get("concurrency") or 1) > 1
-    return _fit_from_args(str(path), fit["engine_args"], None, env.get("vllm_version"), gpu, concurrency)
+    concurrency = int(report.search.get("concurrency") or 1) > 1
+    return _fit_from_args(str(path), report.fit.engine_args, None, report.environment.vllm_version,
+                          report.environment.gpu_name, concurrency)
 
 
 def load_fits(source: str) -> List[Fit]:
@@ -85,8 +86,5 @@ def load_fits(source: str) -> List[Fit]:
         return fits
     head = read_input_bytes(path, "fit").lstrip()[:1]
     if head == b"{":
-        data = read_json(path, "report")
-        if not isinstance(data, dict):
-            raise BadInput("%s is not a vllm-fit report" % path)
-        return [_from_report(path, data)]
+        return [_from_report(path, read_json(path, "report"))]
     return [_from_yaml(path)]

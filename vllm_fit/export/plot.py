@@ -1,4 +1,4 @@
-"""The picture of a search: KV capacity (tokens) against the memory knob, from a JSON report.
+"""The picture of a search: KV capacity (tokens) against the memory knob, from its report.
 
 `plot_data` is pure (the report in, the points and lines out); `render` draws them with matplotlib,
 an optional extra (`pip install vllm-fit[plot]`) imported only here and only when drawing.
@@ -9,9 +9,12 @@ from __future__ import annotations
 import dataclasses
 import io
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import EnvironmentProblem
+from ..outcome import CapacityFacts
+from ..report.search_report import FitSummary, SearchReport
+from ..trial.record import TrialRecord
 
 GIB = float(1 << 30)
 FORMATS = (".svg", ".png", ".pdf")
@@ -69,64 +72,63 @@ def in_mib(data: PlotData) -> PlotData:
         alternatives=[(name, x * 1024, tokens) for name, x, tokens in data.alternatives])
 
 
-def _capacity(capacity: Mapping[str, Any]) -> Optional[float]:
-    if capacity.get("kv_cache_tokens"):
-        return float(capacity["kv_cache_tokens"])
-    if capacity.get("num_blocks") and capacity.get("block_size"):
-        return float(capacity["num_blocks"] * capacity["block_size"])
-    if capacity.get("estimated_max_len"):
-        return float(capacity["estimated_max_len"])
+def _capacity(facts: CapacityFacts) -> Optional[float]:
+    if facts.kv_cache_tokens:
+        return float(facts.kv_cache_tokens)
+    if facts.num_blocks and facts.block_size:
+        return float(facts.num_blocks * facts.block_size)
+    if facts.estimated_max_len:
+        return float(facts.estimated_max_len)
     return None
 
 
-def _x(trial: Mapping[str, Any], knob: str) -> Optional[float]:
-    args, capacity = trial.get("engine_args") or {}, trial.get("capacity") or {}
+def _x(trial: TrialRecord, knob: str) -> Optional[float]:
+    args, facts = trial.llm_kwargs, trial.facts
     if knob == "kv_cache_memory_bytes":
         value = args.get("kv_cache_memory_bytes")
         return float(value) / GIB if value is not None else None
-    value = args.get("gpu_memory_utilization", capacity.get("gpu_memory_utilization"))
+    value = args.get("gpu_memory_utilization", facts.gpu_memory_utilization)
     return float(value) if value is not None else None
 
 
-def plot_data(report: Mapping[str, Any]) -> PlotData:
+def plot_data(report: SearchReport) -> PlotData:
     """The points, the capacity line, the cap, the fit, the model's maximum and concurrency levels."""
-    trials = report.get("trials") or []
-    by_kv = any((t.get("engine_args") or {}).get("kv_cache_memory_bytes") is not None for t in trials)
+    trials = report.trials
+    by_kv = any(t.llm_kwargs.get("kv_cache_memory_bytes") is not None for t in trials)
     data = PlotData("kv_cache_memory_bytes" if by_kv else "gpu_memory_utilization")
     for trial in trials:
         x = _x(trial, data.knob)
-        capacity = _capacity(trial.get("capacity") or {})
-        length = trial.get("max_model_len")
+        capacity = _capacity(trial.facts)
+        length = trial.length
         if x is None or (capacity is None and not length):
             continue
-        y = capacity if capacity is not None else float(length)
-        data.points.append(Point(x, y, str(trial.get("outcome")), capacity is not None, int(trial.get("index", 0))))
+        y = capacity if capacity is not None else float(length or 0)
+        data.points.append(Point(x, y, trial.outcome.value, capacity is not None, trial.index))
     data.line = _line(data, trials)
-    data.alternatives = [("%s, fit %s" % (row["alternative"], row["fit"]["max_model_len"]), *point)
-                         for row in report.get("explore") or []
-                         for point in [_fit_point(row.get("fit"), data.knob)] if point is not None]
-    search = report.get("search") or {}
+    data.alternatives = [("%s, fit %s" % (row.alternative, row.fit.max_model_len), *point)
+                         for row in report.explore or () if row.fit is not None
+                         for point in [_fit_point(row.fit, data.knob)] if point is not None]
+    search = report.search
     data.cap = search.get("utilization_cap") if data.knob == "gpu_memory_utilization" else None
     data.model_max = search.get("model_derived_max_len")
-    fit = report.get("fit")
-    point = _fit_point(fit, data.knob)
-    if fit and point is not None:
-        data.fit, data.fit_len = point, int(fit["max_model_len"])
+    point = _fit_point(report.fit, data.knob)
+    if report.fit is not None and point is not None:
+        data.fit, data.fit_len = point, report.fit.max_model_len
         data.concurrency = [(n, n * data.fit_len) for n in (1, 2, 4, 8)]
     return data
 
 
-def _fit_point(fit: Optional[Mapping[str, Any]], knob: str) -> Optional[Tuple[float, float]]:
+def _fit_point(fit: Optional[FitSummary], knob: str) -> Optional[Tuple[float, float]]:
     """(x, KV tokens) of a fit on this knob; None without one."""
-    if not fit or not fit.get("max_model_len"):
+    if fit is None or not fit.max_model_len:
         return None
-    args = fit.get("engine_args") or {}
+    args = fit.engine_args
     kv = args.get("kv_cache_memory_bytes")
     x = kv / GIB if knob == "kv_cache_memory_bytes" and kv is not None else args.get("gpu_memory_utilization")
-    return None if x is None else (float(x), float(fit.get("kv_cache_tokens") or fit["max_model_len"]))
+    return None if x is None else (float(x), float(fit.kv_cache_tokens or fit.max_model_len))
 
 
-def _line(data: PlotData, trials: List[Mapping[str, Any]]) -> Optional[Tuple[float, float]]:
+def _line(data: PlotData, trials: Sequence[TrialRecord]) -> Optional[Tuple[float, float]]:
     """Least squares through the measured points; one point and the device total give the slope."""
     measured = [(p.x, p.y) for p in data.points if p.measured]
     xs = {x for x, _ in measured}
@@ -141,15 +143,14 @@ def _line(data: PlotData, trials: List[Mapping[str, Any]]) -> Optional[Tuple[flo
     x0, y0 = measured[-1]
     if data.knob == "kv_cache_memory_bytes":
         return (y0 / x0, 0.0) if x0 else None
-    capacity = next((t.get("capacity") or {} for t in trials if (t.get("capacity") or {}).get("available_kv_gib")
-                     and (t.get("capacity") or {}).get("total_memory_gib")), None)
-    if not capacity:
+    facts = next((t.facts for t in trials if t.facts.available_kv_gib and t.facts.total_memory_gib), None)
+    if facts is None or not facts.available_kv_gib or not facts.total_memory_gib:
         return None
-    slope = y0 / capacity["available_kv_gib"] * capacity["total_memory_gib"]  # tokens per unit of utilization
+    slope = y0 / facts.available_kv_gib * facts.total_memory_gib  # tokens per unit of utilization
     return slope, y0 - slope * x0
 
 
-def render(report: Mapping[str, Any], fmt: str = ".svg", title: Optional[str] = None) -> bytes:
+def render(report: SearchReport, fmt: str = ".svg", title: Optional[str] = None) -> bytes:
     """The picture as bytes in `fmt` (.svg, .png or .pdf)."""
     try:
         import matplotlib
@@ -162,7 +163,7 @@ def render(report: Mapping[str, Any], fmt: str = ".svg", title: Optional[str] = 
     figure, axes = pyplot.subplots(figsize=(8, 5))
     try:
         _draw(axes, data)
-        axes.set_title(title or str((report.get("search") or {}).get("model") or "vllm-fit search"), fontsize=10)
+        axes.set_title(title or str(report.search.get("model") or "vllm-fit search"), fontsize=10)
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt.lstrip("."), bbox_inches="tight",
                        metadata={"Date": None} if fmt == ".svg" else None)

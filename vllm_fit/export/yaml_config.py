@@ -15,6 +15,7 @@ from ..errors import BadInput, one_line
 from ..files.reading import read_input_bytes
 from ..files.yaml_text import read_yaml
 from ..redact import is_secret_arg
+from ..report.search_report import FitSummary, SearchReport
 
 FIRST_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
               "tensor_parallel_size")
@@ -39,48 +40,48 @@ def render_config(llm_kwargs: Mapping[str, Any], comments: List[str]) -> str:
     return header + yaml.safe_dump(body, sort_keys=False, default_flow_style=False)
 
 
-def config_text(report: Mapping[str, Any]) -> Optional[str]:
+def config_text(report: SearchReport) -> Optional[str]:
     """The YAML config of a report's fit (None when there is no fit)."""
-    fit = report.get("fit")
-    if not fit:
+    if report.fit is None:
         return None
-    return render_config(fit["engine_args"], config_comments(report))
+    return render_config(report.fit.engine_args, config_comments(report, report.fit))
 
 
-def config_comments(report: Mapping[str, Any]) -> List[str]:
+def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
     """The metadata comments of the YAML config, as `key: value` lines."""
-    fit, env = report["fit"], report["environment"]
-    request = fit.get("request") or {}
+    env = report.environment
+    request = fit.request or {}
     lines = [
-        "vllm-fit: %s" % report["tool"]["version"],
-        "written: %s" % report["created"],
-        "objective: %s" % report["search"].get("objective"),
+        "vllm-fit: %s" % report.tool_version,
+        "written: %s" % report.created,
+        "objective: %s" % report.search.get("objective"),
         "verified: trial %d started and served %s%s-token request%s" % (
-            fit["trial"], "a " if int(request.get("sequences") or 1) == 1 else "%s concurrent " % request["sequences"],
+            fit.trial, "a " if int(request.get("sequences") or 1) == 1 else "%s concurrent " % request["sequences"],
             request.get("total_tokens"), " over HTTP (vllm serve on this file)" if request.get("http")
             else " (vllm.LLM in-process)"),
-        "proven-best: %s" % ("yes" if report.get("proven") else "no (%s)" % report.get("stop_reason")),
-        "kv-cache-tokens: %s" % fit["kv_cache_tokens"],
-        "max-concurrency: %s" % fit["max_concurrency"],
-        "vllm: %s" % env.get("vllm_version"),
-        "torch: %s" % env.get("torch_version"),
-        "cuda: %s" % (env.get("cuda_version") or "none"),
+        "proven-best: %s" % ("yes" if report.proven else "no (%s)" % report.stop_reason),
+        "kv-cache-tokens: %s" % fit.kv_cache_tokens,
+        "max-concurrency: %s" % fit.max_concurrency,
+        "vllm: %s" % env.vllm_version,
+        "torch: %s" % env.torch_version,
+        "cuda: %s" % (env.cuda_version or "none"),
     ]
-    held = fit.get("concurrency") or {}
+    held = fit.concurrency or {}
     if held:
         lines.append("concurrency: %s full-length sequences at once (the pool holds %s; seen running together: %s)"
                      % (held.get("requested"), held.get("held_by_pool"),
                         "not measured offline" if held.get("peak_running") is None else held["peak_running"]))
-    if fit.get("headroom_bytes") is not None:
-        lines.append("headroom-bytes: %d" % fit["headroom_bytes"])
-    for device in (env.get("preflight") or {}).get("devices") or []:
-        held = ", ".join("%s (pid %d, %d MiB)" % (p["name"], p["pid"], (p["used_bytes"] or 0) >> 20)
-                         for p in device["processes"]) or "nothing else"
+    if fit.headroom_bytes is not None:
+        lines.append("headroom-bytes: %d" % fit.headroom_bytes)
+    preflight = env.preflight
+    for device in preflight.devices if preflight is not None else []:
+        others = ", ".join("%s (pid %d, %d MiB)" % (p.name, p.pid, (p.used_bytes or 0) >> 20)
+                           for p in device.processes) or "nothing else"
         lines.append("device: %s, %d MiB, %d MiB free before the search, held by %s; driver %s" % (
-            device["name"], device["total_bytes"] >> 20, device["free_bytes"] >> 20, held,
-            env["preflight"].get("driver")))
-    if env.get("fingerprint"):
-        lines.append("fingerprint: %s" % env["fingerprint"])
+            device.name, device.total_bytes >> 20, device.free_bytes >> 20, others,
+            preflight.driver if preflight is not None else None))
+    if env.fingerprint:
+        lines.append("fingerprint: %s" % env.fingerprint)
     return [one_line(line) for line in lines]
 
 

@@ -26,6 +26,7 @@ from ..files.atomic import write_bytes_atomic, write_text_atomic
 from ..files.paths import check_output
 from ..fitter import SearchOutcome, run_search
 from ..prepare import prepare
+from ..report.search_report import SearchReport
 from ..store import FitStore
 from ..trial.listener import Listener
 from .fleet_file import FleetEntry
@@ -90,19 +91,19 @@ def entry_result(entry: FleetEntry, outcome: SearchOutcome, out_dir: Path, wall_
         write_text_atomic(config_path, text)
     elif config_path.exists():
         config_path.unlink()  # a config from an earlier run would claim a fit this run did not find
-    write_text_atomic(report_path, report_text(report))
+    write_text_atomic(report_path, report_text(report.to_json()))
     plot, plot_problem = _picture(out_dir, entry.name, report)
     return dict(_base(entry), status=entry_status(outcome).value, message=result.stop_detail,
                 plot=plot, plot_problem=plot_problem,
-                fit=report["fit"], launches=result.launches, trials=len(result.records), cached=outcome.cached,
-                resumed_trials=report.get("cache", {}).get("resumed_trials", 0),
-                fingerprint=report["environment"].get("fingerprint"),
-                vllm_version=report["environment"].get("vllm_version"),
+                fit=report.fit.to_json() if report.fit is not None else None, launches=result.launches,
+                trials=len(result.records), cached=outcome.cached,
+                resumed_trials=report.cache.resumed_trials if report.cache and report.cache.resumed_trials else 0,
+                fingerprint=report.environment.fingerprint, vllm_version=report.environment.vllm_version,
                 config="configs/%s.yaml" % entry.name if text is not None else None,
                 report="reports/%s.json" % entry.name, wall_time_s=round(wall_time_s, 2))
 
 
-def _picture(out_dir: Path, name: str, report: Mapping[str, Any]) -> Tuple[Optional[str], Optional[str]]:
+def _picture(out_dir: Path, name: str, report: SearchReport) -> Tuple[Optional[str], Optional[str]]:
     """plots/<name>.svg, and None; or None and why there is no picture (matplotlib missing, a drawing error)."""
     try:
         write_bytes_atomic(out_dir / "plots" / (name + ".svg"), render_plot(report, ".svg", title=name))

@@ -19,7 +19,7 @@ from ..export.markdown import summary_table
 from ..files.atomic import write_bytes_atomic, write_text_atomic
 from ..files.paths import contained, inside
 from ..files.reading import read_input_bytes, read_json
-from ..report import now_iso
+from ..report.build import now_iso
 from .status import EntryStatus
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Mapping, Optional
+from typing import Any, List, Mapping, Optional, Tuple
 
 from rich import box
 from rich.console import Console
@@ -19,6 +19,7 @@ from rich.text import Text
 from ..gpu import Preflight
 from ..logs.phases import Phase
 from ..outcome import Outcome
+from ..report.search_report import FitSummary, SearchReport
 from ..search.base import AUTO
 from ..study import StudyResult
 from ..trial.listener import Listener
@@ -130,26 +131,25 @@ class TerminalView(Listener):
                 self._live.stop()
                 self._live = None
 
-    def alternatives(self, report: Mapping[str, Any]) -> None:
+    def alternatives(self, report: SearchReport) -> None:
         """--explore: the fit and each alternative side by side, each with its own verified fit."""
         table = Table(title="Alternatives (--explore)", title_justify="left", box=box.SIMPLE)
         for column in ("change", "max len", "memory", "KV tokens", "verified", "launches"):
             table.add_column(column, justify="left" if column in ("change", "verified") else "right",
                              no_wrap=True)
-        searched = dict(alternative="as searched", fit=report.get("fit"), launches=report.get("launches"),
-                        stop=report.get("stop"), stop_reason=report.get("stop_reason"))
+        rows: List[Tuple[str, Optional[FitSummary], int, str, Optional[str]]] = [
+            ("as searched", report.fit, report.launches, report.stop.value, report.stop_reason)]
+        rows += [(row.alternative, row.fit, row.launches, row.stop, row.stop_reason) for row in report.explore or ()]
         why = []
-        for row in [searched, *(report.get("explore") or [])]:
-            fit = row.get("fit")
+        for name, fit, launches, stop, stop_reason in rows:
             if fit is None:
-                table.add_row(row["alternative"], "-", "-", "-", Text("no", style="red"),
-                              str(row.get("launches", 0)))
-                why.append("%s: %s: %s" % (row["alternative"], row.get("stop"), row.get("stop_reason")))
+                table.add_row(name, "-", "-", "-", Text("no", style="red"), str(launches))
+                why.append("%s: %s: %s" % (name, stop, stop_reason))
                 continue
-            memory = ("U=%.2f" % fit["gpu_memory_utilization"] if fit.get("gpu_memory_utilization") is not None
-                      else format_size(fit.get("kv_cache_memory_bytes") or 0))
-            table.add_row(row["alternative"], str(fit["max_model_len"]), memory, str(fit.get("kv_cache_tokens") or "?"),
-                          Text("trial %d" % fit["trial"], style="green"), str(row.get("launches", 0)))
+            memory = ("U=%.2f" % fit.gpu_memory_utilization if fit.gpu_memory_utilization is not None
+                      else format_size(fit.kv_cache_memory_bytes or 0))
+            table.add_row(name, str(fit.max_model_len), memory, str(fit.kv_cache_tokens or "?"),
+                          Text("trial %d" % fit.trial, style="green"), str(launches))
         self.out.print(table)
         for line in why:
             self.out.print(line, highlight=False, markup=False)

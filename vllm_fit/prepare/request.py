@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Set
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Mapping, Optional, Set
 
 from ..errors import BadInput
 from ..trial.via import VIA_ENV, Via
@@ -224,6 +224,12 @@ def fingerprinted_fields() -> Set[str]:
     """The request fields that change the answer."""
     return {f.name for f in dataclasses.fields(SearchRequest)
             if (f.metadata["option"].fingerprint if "option" in f.metadata else f.metadata["fingerprint"])}
+
+
+def applied_options(request: SearchRequest, kind: ObjectiveKind, names: Iterable[str]) -> Dict[str, Any]:
+    """The named options that apply to the objective, enums as their values (report settings, fingerprint)."""
+    values = {name: getattr(request, name) for name in names if name in OPTIONS and kind in OPTIONS[name].applies}
+    return {name: value.value if isinstance(value, Enum) else value for name, value in values.items()}
 
 
 def _objective_of(values: Mapping[str, Any]) -> ObjectiveKind:
