@@ -7,6 +7,7 @@ from typing import Any, Dict, List, Optional
 
 import fakegpu
 
+from vllm_fit.logs.probe_result import ProbeResult
 from vllm_fit.search.base import Candidate, Observation
 from vllm_fit.trial.record import TrialContext, TrialRecord, record_from_run
 from vllm_fit.trial.runner import ProcessRun
@@ -27,7 +28,8 @@ def launch(spec: Dict[str, Any], candidate: Candidate, others_bytes: float = 0.0
         kind, message = fakegpu.render_error(error)
         result = {"status": "start_failed", "phase": "start", "versions": versions,
                   "exception": {"type": "builtins." + kind, "message": message}}
-        return record_from_run(index, kwargs, ProcessRun([], "", result, 1, False, 0.0, "start"), _context(spec))
+        run = ProcessRun([], "", ProbeResult.parse(result), 1, False, 0.0, "start")
+        return record_from_run(index, kwargs, run, _context(spec))
     text = "\n".join(fakegpu.log_line("INFO", line)
                      for line in fakegpu.start_log(plan, others_bytes, candidate.kv_cache_memory_bytes is not None))
     engine = {"num_gpu_blocks": plan["num_blocks"], "block_size": plan["block_size"],
@@ -39,7 +41,8 @@ def launch(spec: Dict[str, Any], candidate: Candidate, others_bytes: float = 0.0
         text += "\n##vllm-fit phase=request\n"
         result = {"status": "request_failed", "phase": "request", "versions": versions, "engine": engine,
                   "exception": {"type": "torch.OutOfMemoryError", "message": fakegpu.request_oom_message(plan)}}
-    return record_from_run(index, kwargs, ProcessRun([], text, result, 1, False, 0.0, "request"), _context(spec))
+    return record_from_run(index, kwargs, ProcessRun([], text, ProbeResult.parse(result), 1, False, 0.0, "request"),
+                           _context(spec))
 
 
 def run_objective(objective, spec: Dict[str, Any], others_bytes: float = 0.0, limit: int = 60):

@@ -151,6 +151,7 @@ def test_the_real_phi3_autofit_trial_points_at_4864_not_4096():
     """The issue's first trial, as vLLM 0.32 printed it: the record's hint is the pool's 4864, exact; the
     search launches it next instead of stopping at vLLM's default length."""
     from vllm_fit.logs.kv_groups import candidate_layouts as layouts_of
+    from vllm_fit.logs.probe_result import ProbeResult
     from vllm_fit.trial.record import TrialContext, record_from_run
     from vllm_fit.trial.runner import ProcessRun
 
@@ -159,7 +160,7 @@ def test_the_real_phi3_autofit_trial_points_at_4864_not_4096():
               "request": {"total_tokens": 4096, "expected_tokens": 4096, "served_tokens": [4096]}}
     context = TrialContext("0.32.0", 128, plain_attention=False, kv_bytes_fixed=True, cpu=True,
                            sliding_window=262144, layouts=layouts_of((262144, 262144)))
-    run = ProcessRun([], PHI3_AUTOFIT_LOG, result, 0, False, 58.0, "request")
+    run = ProcessRun([], PHI3_AUTOFIT_LOG, ProbeResult.parse(result), 0, False, 58.0, "request")
     record = record_from_run(1, {"model": "phi3", "max_model_len": AUTO, "kv_cache_memory_bytes": 2621440}, run,
                              context)
     assert record.outcome is Outcome.OK and record.length == 4096

@@ -84,3 +84,34 @@ def test_optional_extras_are_imported_in_one_module_each():
                 assert str(path.relative_to(package)) == owner, "%s imports %s" % (path, extra)
                 assert not re.search(r"^(import %s|from %s\b)" % (extra, extra), text, re.M), \
                     "%s imports %s at module level" % (path, extra)
+
+
+def test_the_probe_needs_only_the_standard_library_and_vllm_and_parses_under_python_3_8():
+    """probe.py runs by path in any vLLM environment, old ones included (Python 3.8)."""
+    import sys
+
+    source = (PACKAGE / "probe.py").read_text()
+    ast.parse(source, feature_version=(3, 8))
+    names = {name.split(".")[0] for name in imports_of(PACKAGE / "probe.py")}
+    allowed = set(sys.stdlib_module_names) | {"vllm", "__future__"}
+    assert names <= allowed, sorted(names - allowed)
+
+
+def test_the_probe_statuses_are_named_once():
+    """The parent's ProbeStatus takes its values from probe.py's constants; the probe writes nothing else."""
+    import re
+
+    from vllm_fit import probe
+    from vllm_fit.logs.probe_result import ProbeResult, ProbeStatus
+
+    constants = {value for name, value in vars(probe).items() if name.startswith("STATUS_")}
+    assert constants == {status.value for status in ProbeStatus}
+    written = set(re.findall(r'"status"\]?\s*[:=,]\s*"([a-z_]+)"', (PACKAGE / "probe.py").read_text()))
+    assert not written, "status strings written by hand: %s" % written
+    for trial_module in ("serve.py", "http_requests.py"):
+        assert not re.search(r'"status": "', (PACKAGE / "trial" / trial_module).read_text()), trial_module
+    assert ProbeResult.parse({"status": "ok", "engine": {"num_gpu_blocks": 3}}).engine == {"num_gpu_blocks": 3}
+    for junk in (None, [], {"status": "fine"}, {"phase": "start"}, "ok"):
+        assert ProbeResult.parse(junk) is None
+    odd = ProbeResult.parse({"status": "start_failed", "engine": [1], "exception": "x", "request": 3, "phase": 7})
+    assert odd is not None and odd.engine == {} and odd.exception == {} and odd.request is None and odd.phase is None

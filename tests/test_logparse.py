@@ -8,13 +8,14 @@ from log_samples import SAMPLES
 from vllm_fit.logs import logparse
 from vllm_fit.logs.capacity import max_len_hint
 from vllm_fit.logs.classify import classify
+from vllm_fit.logs.probe_result import ProbeResult
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import Outcome
 
 
 @pytest.mark.parametrize("sample", SAMPLES, ids=[s.name for s in SAMPLES])
 def test_sample_is_classified_with_its_facts(sample):
-    verdict = classify(sample.text, sample.result, exit_code=1 if sample.result else -9)
+    verdict = classify(sample.text, ProbeResult.parse(sample.result), exit_code=1 if sample.result else -9)
     assert verdict.outcome is Outcome(sample.outcome), verdict.detail
     got = verdict.facts.as_dict()
     for key, value in sample.facts.items():
@@ -37,7 +38,7 @@ def test_crash_keeps_the_tail_and_guesses_no_estimate():
 def test_free_memory_info_line_alone_is_not_a_failure():
     line = ("INFO 12-02 11:00:00 [gpu_worker.py:300] Free memory on device (78.5/79.19 GiB) on startup. "
             "Desired GPU memory utilization is (0.9, 71.27 GiB). Actual usage is 1 GiB for weight.")
-    verdict = classify(line, {"status": "start_failed", "phase": "start"}, exit_code=1)
+    verdict = classify(line, ProbeResult.parse({"status": "start_failed", "phase": "start"}), exit_code=1)
     assert verdict.outcome is Outcome.CRASH
 
 
@@ -51,14 +52,14 @@ def test_request_failure_ignores_errors_printed_before_the_request():
     text = ("WARNING 01-01 10:00:00 [x.py:1] CUDA out of memory earlier, recovered\n"
             "##vllm-fit phase=request\n")
     result = {"status": "request_failed", "phase": "request", "request_problem": "served 10 of 20 tokens"}
-    assert classify(text, result).outcome is Outcome.REQUEST_FAILED
+    assert classify(text, ProbeResult.parse(result)).outcome is Outcome.REQUEST_FAILED
 
 
 def test_engine_facts_from_the_probe_win_over_the_log():
     text = "(EngineCore pid=1) INFO 12-02 11:00:00 [model.py:1] Using max model len 32768\n"
     result = dict(status="ok", phase="request", request={}, engine={"max_model_len": 4992, "num_gpu_blocks": 40,
                                                                     "block_size": 128})
-    facts = classify(text, result).facts
+    facts = classify(text, ProbeResult.parse(result)).facts
     assert (facts.effective_max_model_len, facts.num_blocks, facts.block_size) == (4992, 40, 128)
 
 

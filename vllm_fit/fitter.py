@@ -11,21 +11,22 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 from .advice.explore import explore
 from .files.workdir import run_folder
 from .fingerprint import fingerprint, fingerprint_inputs
-from .outcome import StopReason
 from .plan import objective_for, trial_plan
-from .prepare import Prepared
 from .report.build import report_of_study
-from .report.search_report import SearchReport
-from .search.objectives import Objective
 from .store import FitStore, Journal
 from .study import StudyResult, run_study
 from .trial.listener import Listener
 from .trial.run import RunTrial, run_trial
+
+if TYPE_CHECKING:  # names used in annotations only
+    from .prepare import Prepared
+    from .report.search_report import SearchReport
+    from .search.objectives import Objective
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class SearchOutcome:
     @property
     def interrupted(self) -> bool:
         """Ctrl-C or SIGTERM stopped the search; the report holds the trials that finished."""
-        return self.result.stop is StopReason.INTERRUPTED
+        return self.result.interrupted
 
     @property
     def cached(self) -> bool:

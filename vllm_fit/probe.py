@@ -26,6 +26,14 @@ GENERATED_TOKENS = 1
 A sequence of L tokens needs L - 1 KV slots (the last generated token is never written), whatever
 the split between prompt and output, so the longest prompt is the strictest test (V0 admits a
 prompt only when it leaves 1% of the blocks free)."""
+STATUS_IMPORT_FAILED = "import_failed"
+"""The result's status: vLLM could not be imported (the environment, not the candidate)."""
+STATUS_START_FAILED = "start_failed"
+"""The engine did not start (or the server exited)."""
+STATUS_REQUEST_FAILED = "request_failed"
+"""The engine started; the full-length requests did not prove the length."""
+STATUS_OK = "ok"
+"""Started, and every full-length request was served whole."""
 SECRET_ARGS_ENV = "VLLM_FIT_SECRET_ARGS"
 """JSON object of the secret engine arguments, set by the parent in this process's environment."""
 
@@ -176,7 +184,7 @@ def _begin(spec: dict) -> dict:
     """Watch the parent, import vLLM, and start the result: `start_failed` with the versions until
     the trial proves more, or `import_failed` with the exception."""
     _watch_parent()
-    result = {"status": "import_failed", "phase": "import", "llm_kwargs": spec["llm_kwargs"]}
+    result = {"status": STATUS_IMPORT_FAILED, "phase": "import", "llm_kwargs": spec["llm_kwargs"]}
     _mark("import")
     try:
         from vllm import LLM  # noqa: F401  (an import failure told apart from a start failure)
@@ -184,14 +192,14 @@ def _begin(spec: dict) -> dict:
         result["exception"] = _exception_info(exc)
         return result
     result["versions"] = _versions()
-    result["status"], result["phase"] = "start_failed", "start"
+    result["status"], result["phase"] = STATUS_START_FAILED, "start"
     return result
 
 
 def run(spec: dict) -> dict:
     """Run one trial from its spec and return the result (also written to spec['result_path'])."""
     result = _begin(spec)
-    if result["status"] == "import_failed":
+    if result["status"] == STATUS_IMPORT_FAILED:
         return result
     from vllm import LLM
 
@@ -206,7 +214,7 @@ def run(spec: dict) -> dict:
     result["start_seconds"] = round(time.monotonic() - started, 3)
     result["engine"] = _engine_facts(llm)
     max_model_len = result["engine"].get("max_model_len") or spec["llm_kwargs"]["max_model_len"]
-    result["status"], result["phase"] = "request_failed", "request"
+    result["status"], result["phase"] = STATUS_REQUEST_FAILED, "request"
     if not isinstance(max_model_len, int) or max_model_len < 2:
         result["request_problem"] = "the engine did not say which max_model_len it chose"
         return result
@@ -218,7 +226,7 @@ def run(spec: dict) -> dict:
         return result
     request = result["request"]
     if request["total_tokens"] == request["expected_tokens"] and len(request["served_tokens"]) == request["sequences"]:
-        result["status"] = "ok"
+        result["status"] = STATUS_OK
     else:
         result["request_problem"] = "served %d of %d tokens" % (request["total_tokens"], request["expected_tokens"])
     return result
@@ -251,7 +259,7 @@ def serve(spec: dict) -> dict:
     import runpy
 
     result = _begin(spec)
-    if result["status"] == "import_failed":
+    if result["status"] == STATUS_IMPORT_FAILED:
         return result
     secrets = json.loads(os.environ.pop(SECRET_ARGS_ENV, "") or "{}")
     argv = _config_expanded(list(spec["server_args"]))
@@ -276,7 +284,7 @@ def main(argv: list) -> int:
     result = serve(spec) if spec.get("server_args") else run(spec)
     _write_result(spec["result_path"], result)
     _mark("done")
-    return 0 if result["status"] == "ok" else 1
+    return 0 if result["status"] == STATUS_OK else 1
 
 
 if __name__ == "__main__":  # the CPU platform spawns children that re-import this file

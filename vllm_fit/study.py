@@ -53,6 +53,11 @@ class StudyResult:
         return self.fit is not None and self.stop is StopReason.COMPLETE
 
     @property
+    def interrupted(self) -> bool:
+        """Ctrl-C or SIGTERM stopped the search; the records are the trials that finished."""
+        return self.stop is StopReason.INTERRUPTED
+
+    @property
     def environment_failed(self) -> bool:
         """True when a trial showed that the environment, not the config, is the problem (a fixed
         memory setting that the device's free memory cannot hold is a proof that nothing fits)."""

@@ -10,12 +10,13 @@ it proves nothing about the length.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Pattern, Tuple
+from typing import List, Optional, Pattern, Tuple
 
 from ..outcome import CapacityFacts, Classification, OomStage, Outcome
 from ..probe import PHASE_MARKER
 from . import logparse, patterns
 from .logparse import LogLine
+from .probe_result import ProbeResult, ProbeStatus
 
 LOG_TAIL_LINES = 40
 
@@ -46,11 +47,9 @@ _ENGINE_FACTS = {
 }
 
 
-def _exception_lines(result: Optional[Dict[str, Any]]) -> List[LogLine]:
+def _exception_lines(result: Optional[ProbeResult]) -> List[LogLine]:
     """The caught exception's message and traceback as log lines (searched after the output)."""
-    exception = (result or {}).get("exception") or {}
-    text = "\n".join(filter(None, [exception.get("traceback"), exception.get("message")]))
-    return logparse.log_lines(text)
+    return logparse.log_lines(result.exception_text) if result is not None else []
 
 
 def _split_at_marker(lines: List[LogLine], phase: str) -> Tuple[List[LogLine], List[LogLine]]:
@@ -62,9 +61,9 @@ def _split_at_marker(lines: List[LogLine], phase: str) -> Tuple[List[LogLine], L
     return lines, []
 
 
-def _merge_engine_facts(facts: CapacityFacts, result: Optional[Dict[str, Any]]) -> None:
+def _merge_engine_facts(facts: CapacityFacts, result: Optional[ProbeResult]) -> None:
     """Take what the probe read off the engine in-process; it wins over the log (it is final)."""
-    engine = (result or {}).get("engine") or {}
+    engine = result.engine if result is not None else {}
     for source, target in _ENGINE_FACTS.items():
         if engine.get(source) is not None:
             setattr(facts, target, engine[source])
@@ -115,7 +114,7 @@ def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine
 
 def classify(
     log_text: str,
-    result: Optional[Dict[str, Any]],
+    result: Optional[ProbeResult],
     *,
     timed_out: bool = False,
     exit_code: Optional[int] = None,
@@ -126,14 +125,14 @@ def classify(
     facts, capacity_evidence = logparse.read_capacity(lines)
     _merge_engine_facts(facts, result)
     before_request, in_request = _split_at_marker(lines, "request")
-    status = (result or {}).get("status")
+    status = result.status if result is not None else None
     if status is None and in_request:
-        status = "request_failed"  # the probe died while serving (0.7-0.8.4 kill their own process)
-    phase = (result or {}).get("phase") or ("request" if in_request else last_phase)
+        status = ProbeStatus.REQUEST_FAILED  # the probe died while serving (0.7-0.8.4 kill their own process)
+    phase = (result.phase if result is not None else None) or ("request" if in_request else last_phase)
     transient = bool(logparse.find_all(patterns.NONDETERMINISTIC, lines + _exception_lines(result)))
 
-    if status == "ok":
-        request = (result or {}).get("request") or {}
+    if status is ProbeStatus.OK:
+        request = (result.request if result is not None else None) or {}
         served = "served %s tokens in %ss" % (request.get("total_tokens"), request.get("seconds"))
         return Classification(Outcome.OK, served, facts, capacity_evidence, phase)
     if timed_out:
@@ -143,12 +142,12 @@ def classify(
         return Classification(Outcome.TIMEOUT, "no result within the trial timeout (last phase: %s)"
                               % (phase or "unknown"), facts, _tail(lines), phase)
 
-    if status == "request_failed":
+    if status is ProbeStatus.REQUEST_FAILED:
         searched = in_request + _exception_lines(result)
         verdict = _decide(_REQUEST_CAUSES, searched, before_request, facts, capacity_evidence, phase, True)
         if verdict is not None:
             return verdict
-        problem = (result or {}).get("request_problem")
+        problem = result.request_problem if result is not None else None
         if problem:  # served fewer tokens than asked: the KV cache could not hold the sequence
             return Classification(Outcome.REQUEST_FAILED, problem, facts, [*capacity_evidence, problem], phase)
         detail = "the full-length request failed: %s" % _exception_summary(result)
@@ -160,20 +159,18 @@ def classify(
     if verdict is not None:
         return verdict
     tail = _tail(searched)
-    if status == "import_failed":
+    if status is ProbeStatus.IMPORT_FAILED:
         return Classification(Outcome.ENVIRONMENT, "the child could not import vLLM: "
                               + _exception_summary(result), facts, tail, phase)
     detail = "nothing recognised (exit code %s)" % exit_code
-    if result and result.get("exception"):
+    if result is not None and result.exception:
         detail += ": " + _exception_summary(result)
     return Classification(Outcome.CRASH, detail, facts, tail, phase, transient)
 
 
-def _exception_summary(result: Optional[Dict[str, Any]]) -> str:
+def _exception_summary(result: Optional[ProbeResult]) -> str:
     """`Type: first line of message` of the probe's caught exception."""
-    exception = (result or {}).get("exception") or {}
-    message = (exception.get("message") or "").strip().splitlines()
-    return "%s: %s" % (exception.get("type", "no exception"), message[0][:200] if message else "")
+    return result.exception_summary if result is not None else "no exception: "
 
 
 def _tail(lines: List[LogLine]) -> List[str]:

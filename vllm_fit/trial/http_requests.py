@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 import httpx
 
 from ..logs import metrics
-from ..probe import GENERATED_TOKENS, prompt_ids
+from ..probe import GENERATED_TOKENS, STATUS_OK, STATUS_REQUEST_FAILED, prompt_ids
 
 
 @dataclass(frozen=True)
@@ -164,9 +164,9 @@ def verdict(request: Dict[str, Any]) -> Dict[str, Any]:
     """The probe's status for these answers: ok only when every request served the full length."""
     if request["errors"]:
         first = request["errors"][0]
-        return {"status": "request_failed", "exception": {"type": "HTTP %s" % request["http"]["status_codes"][0],
+        return {"status": STATUS_REQUEST_FAILED, "exception": {"type": "HTTP %s" % request["http"]["status_codes"][0],
                                                           "message": str(first)}}
     if all(tokens == request["expected_tokens"] for tokens in request["served_tokens"]):
-        return {"status": "ok"}
-    return {"status": "request_failed", "request_problem": "served %d of %d tokens" % (
+        return {"status": STATUS_OK}
+    return {"status": STATUS_REQUEST_FAILED, "request_problem": "served %d of %d tokens" % (
         request["total_tokens"], request["expected_tokens"])}

@@ -13,6 +13,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from ..logs.capacity import hint_is_exact, max_len_hint, pool_blocks, request_blocks
 from ..logs.classify import classify
 from ..logs.kv_groups import KvLayout
+from ..logs.probe_result import ProbeResult
 from ..logs.regime import Engine, Regime
 from ..outcome import CapacityFacts, Classification, Outcome
 from ..redact import public_args
@@ -172,12 +173,12 @@ class TrialRecord:
 
 
 def effective_length(llm_kwargs: Mapping[str, Any], facts: CapacityFacts,
-                     result: Mapping[str, Any]) -> Optional[int]:
+                     result: Optional[ProbeResult]) -> Optional[int]:
     """The length the engine ran with: for auto-fit, what the engine (or its auto-fit line) says."""
     requested = int(llm_kwargs["max_model_len"])
     if requested != AUTO:
         return requested
-    engine_len = (result.get("engine") or {}).get("max_model_len")
+    engine_len = result.engine.get("max_model_len") if result is not None else None
     if isinstance(engine_len, int) and engine_len > 0:
         return engine_len
     return facts.autofit_len
@@ -205,12 +206,12 @@ def hint_exact_of(verdict: Classification, versions: Mapping[str, Any], context:
     return hint_is_exact(verdict.outcome, verdict.facts, regime, context.plain_attention, context.layouts)
 
 
-def concurrency_verdict(verdict: Classification, length: Optional[int], result: Mapping[str, Any],
+def concurrency_verdict(verdict: Classification, length: Optional[int], result: Optional[ProbeResult],
                         versions: Mapping[str, Any], context: TrialContext) -> Tuple[Classification, Dict[str, Any]]:
     """A served trial holds N sequences at once only when vLLM's numbers say its pool holds them
     (all N finishing proves nothing alone: vLLM may run them one after the other)."""
     facts, wanted = verdict.facts, context.sequences
-    request = result.get("request") or {}
+    request = (result.request if result is not None else None) or {}
     regime = regime_of(facts, versions, context)
     size = facts.block_size or context.guess_block_size
     blocks = pool_blocks(facts, regime, size)
@@ -236,8 +237,8 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
     """Classify a finished probe run and keep it as a record (the run's texts are already scrubbed)."""
     verdict = classify(run.log_text, run.result, timed_out=run.timed_out, exit_code=run.exit_code,
                        last_phase=run.probe_phase)
-    result = run.result or {}
-    versions = dict(result.get("versions") or {})
+    result = run.result
+    versions = dict(result.versions) if result is not None else {}
     length = effective_length(llm_kwargs, verdict.facts, result)
     concurrency = None
     if context.sequences > 1:
@@ -250,7 +251,8 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
         duration_s=run.duration_s, length=length,
         hint=hint_of(verdict, versions, context), hint_exact=hint_exact_of(verdict, versions, context),
         facts=verdict.facts, evidence=tuple(evidence),
-        phase=verdict.phase, exit_code=run.exit_code, versions=versions, request=result.get("request"),
+        phase=verdict.phase, exit_code=run.exit_code, versions=versions,
+        request=dict(result.request) if result is not None and result.request is not None else None,
         log=run.log_text, transient=verdict.transient, timeout_s=timeout_s,
         load_format=llm_kwargs.get("load_format") if isinstance(llm_kwargs.get("load_format"), str) else None,
         concurrency=concurrency,

@@ -22,6 +22,7 @@ import psutil
 
 from ..logs import phases
 from ..logs.phases import Phase
+from ..logs.probe_result import ProbeResult
 from ..probe import PHASE_MARKER, SECRET_ARGS_ENV
 from ..redact import is_secret_arg, public_args, scrub, secret_values
 from .process_tree import GONE_TIMEOUT_S, kill_tree
@@ -60,7 +61,8 @@ class ProcessRun:
 
     argv: List[str]
     log_text: str
-    result: Optional[Dict[str, Any]]
+    result: Optional[ProbeResult]
+    """The probe's result (with a served trial's HTTP findings), None when it wrote none or nothing valid."""
     exit_code: Optional[int]
     timed_out: bool
     duration_s: float
@@ -227,11 +229,11 @@ def run_child(argv: List[str], trial_dir: Path, child_env: Mapping[str, str], se
         pump.join(timeout=GONE_TIMEOUT_S)
         if worker is not None:
             worker.join(timeout=GONE_TIMEOUT_S)
-    result = _read_result(result_path, pump.secrets)
-    if driver is not None and result is not None:
-        result.update(json.loads(scrub(json.dumps(found, default=str), pump.secrets)))
+    written = _read_result(result_path, pump.secrets)
+    if driver is not None and written is not None:
+        written.update(json.loads(scrub(json.dumps(found, default=str), pump.secrets)))
     return ProcessRun(
-        argv=argv, log_text=pump.text(), result=result, exit_code=popen.returncode,
+        argv=argv, log_text=pump.text(), result=ProbeResult.parse(written), exit_code=popen.returncode,
         timed_out=timed_out, duration_s=round(time.monotonic() - started, 2),
         probe_phase=state["probe_phase"], survivors=survivors,
     )

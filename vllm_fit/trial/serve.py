@@ -21,6 +21,7 @@ from ..export.yaml_config import render_config
 from ..files.reading import read_input_bytes
 from ..logs import metrics, patterns
 from ..logs.phases import Phase
+from ..probe import STATUS_REQUEST_FAILED
 from ..redact import is_secret_arg, secret_values
 from .http_requests import ServedConfig, send_requests, verdict
 from .runner import Driver, ProcessRun, Session, run_probe
@@ -108,7 +109,7 @@ def serve_driver(base_url: str, config: ServedConfig, llm_kwargs: Mapping[str, A
                 return {}
             http: Dict[str, Any] = {"url": base_url, "health": health, "config": config.text,
                                     "overrides": config.overrides}
-            found: Dict[str, Any] = {"status": "request_failed", "phase": "request", "engine": {}}
+            found: Dict[str, Any] = {"status": STATUS_REQUEST_FAILED, "phase": "request", "engine": {}}
             try:
                 scraped = client.get("/metrics", timeout=10.0).text
                 models = client.get("/v1/models", timeout=10.0)
