@@ -19,43 +19,24 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 TESTS = Path(__file__).parent
 ROOT = TESTS.parent
-FAKES = TESTS / "fakes"
 sys.path.insert(0, str(TESTS))
-sys.path.append(str(FAKES))  # for fakegpu; appended, so the real pynvml still wins in this process
 
-DEFAULT_WORLD: Dict[str, Any] = {
-    "version": "0.32.0",
-    "total_gib": 80.0,
-    "others": [],
-    "weights_gib": 14.0,
-    "activation_gib": 2.0,
-    "request_overhead_gib": 0.0,
-    "kv_bytes_per_token": 131072,
-    "block_size": 16,
-    "derived_max_len": 131072,
-    "release_delay_s": 0.0,
-    "mode": "normal",
-}
+from fake_worlds import environment, fixture_model, fixture_world, write_world  # noqa: E402
 
 
 @pytest.fixture
 def fake_world(tmp_path) -> Callable[..., Dict[str, str]]:
-    """Write a fake GPU world and return the environment that makes trials use the fake vLLM.
+    """Write a simulated GPU world (tests/fake_worlds.fixture_world's numbers) and return the environment
+    that makes trials use it; each call starts the world afresh (no trial has run in it).
 
-    TEST DOUBLE: the fake vLLM (tests/fakes/vllm) replaces the real one through PYTHONPATH.
+    TEST DOUBLE: the shared fakegpu (tests/fakegpu: vLLM, torch, pynvml, nvidia-smi) replaces the real
+    ones through PYTHONPATH and PATH.
     """
 
     def make(**overrides: Any) -> Dict[str, str]:
-        state = tmp_path / "fake-gpu-state"
-        state.mkdir(exist_ok=True)
-        spec = dict(DEFAULT_WORLD, state_dir=str(state), **overrides)
-        path = tmp_path / "world.json"
-        path.write_text(json.dumps(spec))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(FAKES), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        env["FAKE_GPU_WORLD"] = str(path)
+        path = write_world(fixture_world(**overrides), tmp_path)
+        env = environment(path)
         env["VLLM_FIT_CACHE_DIR"] = str(tmp_path / "cache")
-        env["VLLM_FIT_VIA"] = "llm"  # the fake vLLM has LLM(...), no OpenAI server
         return env
 
     return make
@@ -63,13 +44,12 @@ def fake_world(tmp_path) -> Callable[..., Dict[str, str]]:
 
 @pytest.fixture
 def fake_model(tmp_path) -> Path:
-    """A model directory with a config.json only (the fake vLLM loads nothing)."""
+    """A model directory with a config.json only (the fake vLLM loads nothing): the fixture worlds' model."""
+    from simulator.worlds import config_json
+
     model = tmp_path / "fake-model"
     model.mkdir()
-    (model / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "num_attention_heads": 32, "num_key_value_heads": 8,
-        "num_hidden_layers": 32, "hidden_size": 4096, "head_dim": 128, "max_position_embeddings": 131072,
-        "torch_dtype": "bfloat16"}))
+    (model / "config.json").write_text(json.dumps(config_json(fixture_model())))
     return model
 
 

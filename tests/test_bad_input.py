@@ -487,7 +487,7 @@ DEVICE_CASES = [
 @pytest.mark.parametrize("args, env, code, words", [case[1:] for case in DEVICE_CASES],
                          ids=[case[0] for case in DEVICE_CASES])
 def test_device_checks_refuse_before_a_launch(args, env, code, words, fake_world, fake_model, tmp_path):
-    """TEST DOUBLE: the fake NVML (tests/fakes/pynvml.py) plays one 80 GiB device in the parent process."""
+    """TEST DOUBLE: the fakegpu's NVML (tests/fakegpu/pkg/pynvml.py) plays one 80 GiB device in the parent."""
     import subprocess
 
     others = [{"pid": 4242, "name": "jupyter", "gib": 10.0}] if env.pop("OTHERS", None) else []
@@ -496,4 +496,4 @@ def test_device_checks_refuse_before_a_launch(args, env, code, words, fake_world
                           env=world, capture_output=True, text=True, timeout=120)
     assert done.returncode == code, done.stderr
     assert done.stderr.count("\n") == 1 and words in done.stderr and "Traceback" not in done.stderr
-    assert not list((tmp_path / "fake-gpu-state").glob("alloc-*")), "a trial was launched"
+    assert not (tmp_path / "world.json.state").exists(), "a trial was launched"

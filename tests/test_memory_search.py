@@ -73,7 +73,7 @@ def test_between_trials_the_device_memory_is_seen_to_come_back(fake_world, fake_
 
 
 def test_without_nvml_a_free_memory_failure_is_retried_with_backoff(fake_world, fake_model, tmp_path):
-    env = dict(fake_world(release_delay_s=2.0), FAKE_NVML_MISSING="1")
+    env = dict(fake_world(release_delay_s=2.0), FAKEWORLD_NVML_MISSING="1")
     done, report, _ = search(env, fake_model, tmp_path, "--granularity", 1000, "--retry-wait", 3)
     assert done.returncode == 0, done.stderr
     assert "no NVML here" in done.stderr
@@ -84,7 +84,7 @@ def test_without_nvml_a_free_memory_failure_is_retried_with_backoff(fake_world, 
 
 
 def test_a_nondeterministic_crash_is_retried_and_recorded(fake_world, fake_model, tmp_path):
-    env = fake_world(mode="flaky_start", flaky_failures=1)
+    env = fake_world(mode="flaky_start")
     done, report, _ = search(env, fake_model, tmp_path, "--gpu-memory-utilization", 0.9)
     assert done.returncode == 0, done.stderr
     first = report["trials"][0]

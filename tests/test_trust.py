@@ -84,7 +84,7 @@ def test_no_planted_secret_in_any_written_file(fake_world, fake_model, tmp_path)
                         out / "verify.xml")
     assert verified.returncode == 0, verified.stderr
 
-    (tmp_path / "fake-gpu-state" / "count-starts").unlink(missing_ok=True)  # the next search's 2nd start hangs
+    # a fresh world: the next search's 2nd start hangs
     journal = _interrupted_search_journal(dict(fake_world(echo_env=sorted(PLANTED), mode="hang_on_start",
                                                           hang_on_start=2, kv_bytes_per_token=1 << 20), **PLANTED),
                                           fake_model)
