@@ -45,7 +45,6 @@ from vllm_fit.trial.listener import Listener  # noqa: E402
 BLOCK_TOKENS, BYTES_PER_TOKEN = 128, 512
 BLOCK_BYTES = BLOCK_TOKENS * BYTES_PER_TOKEN
 TINY = ROOT / ".cache" / "tiny-llama"
-FAKES = ROOT / "tests" / "fakes"
 GIB = 1 << 30
 
 

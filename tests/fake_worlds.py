@@ -29,9 +29,11 @@ MODES: Dict[str, Dict[str, Any]] = {
     "hang_start": {"hang_when": {"max_model_len_gt": -2, "at": "start"}},
     "hang_request": {"hang_when": {"max_model_len_gt": 0, "at": "request"}},
     "crash": {"crash_exit": 139},
-    "flaky_start": {"flaky_crash_once": True},
+    "flaky_start": {"flaky_crash_once": "NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"},
+    "hang_on_start": {},
 }
-"""Misbehaviours by name: every start hangs, every request hangs, a segfault, one NCCL-like crash."""
+"""Misbehaviours by name: every start hangs, every request hangs, a segfault, one NCCL crash, the Nth start
+hangs (with `hang_on_start=N`)."""
 
 
 def fixture_model(kv_bytes_per_token: int = 131072, derived_max_len: int = 131072,
@@ -61,7 +63,7 @@ def fixture_world(version: str = "0.32.0", total_gib: float = 80.0, weights_gib:
         adversarial["gpu_lost_after_launches"] = gpu_lost_after
     return {
         "name": "fixture", "vllm_version": version, "tensor_parallel_size": 1, "startup_s": 0.0, "block_size": 16,
-        "gpu": {"name": "NVIDIA H100 80GB HBM3", "total_bytes": int(total_gib * GIB), "count": devices,
+        "gpu": {"name": "NVIDIA Fake H100 80GB HBM3", "total_bytes": int(total_gib * GIB), "count": devices,
                 "compute_capability": "9.0", "sm_count": 132, "driver_version": "550.54.15"},
         "foreign_processes": [{"pid": other["pid"], "name": other["name"], "bytes": int(other["gib"] * GIB)}
                               for other in others],

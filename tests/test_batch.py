@@ -1,6 +1,6 @@
 """`batch`, `merge`, `compare` and `verify`, and the cache and journal under them, on the fake GPU.
 
-TEST DOUBLE: the fake vLLM and NVML (tests/fakes) make each trial take a fraction of a second, so
+TEST DOUBLE: the fakegpu's vLLM and NVML (tests/fakegpu) make each trial take a fraction of a second, so
 the fleet mechanics (cache, journal, SIGKILL and resume, shards) are exercised in depth here; the
 same flows run once on real vLLM in test_real_vllm_fleet.py.
 """

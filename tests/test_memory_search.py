@@ -1,7 +1,7 @@
 """`vllm-fit search` on the fake GPU: preflight, caps, waits between trials, retries, the report.
 
-TEST DOUBLES: the fake vLLM (tests/fakes/vllm) and the fake NVML (tests/fakes/pynvml.py) share one
-simulated device (tests/fakes/fakegpu.py); GPU memory semantics cannot run on this machine.
+TEST DOUBLES: the fakegpu's vLLM and NVML (tests/fakegpu, worlds from tests/fake_worlds.py) share one
+simulated device; GPU memory semantics cannot run on this machine.
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ def test_default_objective_lowers_utilization_after_a_request_oom(fake_world, fa
     assert knobs(report)[0][0] == 0.95 and knobs(report)[0][2] == "oom"
     assert report["trials"][0]["phase"] == "request"
     fit = report["fit"]
-    # the third launch proves 0.94 runs out of memory too (issue 8: the answer's U + 0.01 must fail)
-    assert fit["gpu_memory_utilization"] == 0.93 and report["launches"] == 3
+    # the last launch proves 0.94 runs out of memory too (issue 8: the answer's U + 0.01 must fail); torch's
+    # figures after partial allocations point below the answer (0.90), so it climbs back: 0.91, 0.93
+    assert fit["gpu_memory_utilization"] == 0.93 and knobs(report)[-1][0] == 0.94 and knobs(report)[-1][2] == "oom"
+    assert report["launches"] <= 5, knobs(report)
     assert fit["max_concurrency"] is not None and fit["kv_cache_tokens"] is not None
     assert fit["headroom_bytes"] > 5 * GIB  # what the request needed beyond vLLM's budget
     device = report["environment"]["preflight"]["devices"][0]

@@ -1,8 +1,8 @@
 """The runner: timeouts, crashes and interrupts leave no process behind.
 
-These use the fake vLLM (TEST DOUBLE, tests/fakes/vllm): real hangs and crashes cannot be provoked
-on demand in real vLLM. The fake starts a grandchild like vLLM's engine core, so the cleanup of the
-whole process group is what is tested.
+These use the fakegpu's vLLM (TEST DOUBLE, tests/fakegpu): real hangs and crashes cannot be provoked
+on demand in real vLLM. The fake forks a child like vLLM's engine core, so the cleanup of the whole
+process group is what is tested.
 """
 
 from __future__ import annotations
@@ -35,26 +35,26 @@ def _descendants_gone(pids, timeout=10.0):
     return False
 
 
-def test_hung_start_is_killed_at_the_timeout(fake_world, tmp_path):
+def test_hung_start_is_killed_at_the_timeout(fake_world, fake_model, tmp_path):
     env = runner.trial_environment(fake_world(mode="hang_start"))
     started = time.monotonic()
-    record = run_trial(plan_for(sys.executable, tmp_path, 4, env), 1, dict(KWARGS))
+    record = run_trial(plan_for(sys.executable, tmp_path, 4, env), 1, dict(KWARGS, model=str(fake_model)))
     assert record.outcome is Outcome.TIMEOUT
     assert 4 <= time.monotonic() - started < 20
     assert not [line for line in record.evidence if "still alive" in line]
 
 
-def test_hung_request_is_a_failed_request(fake_world, tmp_path):
+def test_hung_request_is_a_failed_request(fake_world, fake_model, tmp_path):
     env = runner.trial_environment(fake_world(mode="hang_request"))
-    record = run_trial(plan_for(sys.executable, tmp_path, 6, env), 1, dict(KWARGS))
+    record = run_trial(plan_for(sys.executable, tmp_path, 6, env), 1, dict(KWARGS, model=str(fake_model)))
     assert record.outcome is Outcome.REQUEST_FAILED and "hung" in record.detail
 
 
-def test_crash_keeps_the_log_tail(fake_world, tmp_path):
+def test_crash_keeps_the_log_tail(fake_world, fake_model, tmp_path):
     env = runner.trial_environment(fake_world(mode="crash"))
-    record = run_trial(plan_for(sys.executable, tmp_path, 30, env), 1, dict(KWARGS))
+    record = run_trial(plan_for(sys.executable, tmp_path, 30, env), 1, dict(KWARGS, model=str(fake_model)))
     assert record.outcome is Outcome.CRASH and record.exit_code == 139
-    assert any("Starting to load model" in line for line in record.evidence)
+    assert any("non-default args" in line for line in record.evidence)  # the last line before the crash
 
 
 def test_trial_environment_removes_the_cpu_kv_override_and_forces_plain_logs():
@@ -94,10 +94,10 @@ def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake
     assert kept["stop"] == "interrupted" and kept["fit"] is None
 
 
-def test_a_descendant_deaf_to_sigterm_is_killed_too(fake_world, tmp_path, monkeypatch):
+def test_a_descendant_deaf_to_sigterm_is_killed_too(fake_world, fake_model, tmp_path, monkeypatch):
     """A descendant that ignores SIGTERM is still killed (SIGKILL) and nothing is left."""
     env = runner.trial_environment(fake_world(mode="hang_start", helper_ignores_sigterm=True))
     monkeypatch.setattr(process_tree, "TERM_GRACE_S", 0.5)
-    run = runner.run_probe(sys.executable, KWARGS, tmp_path / "t", timeout_s=3, env=env)
+    run = runner.run_probe(sys.executable, dict(KWARGS, model=str(fake_model)), tmp_path / "t", timeout_s=3, env=env)
     assert run.timed_out and run.survivors == []
     assert os.path.exists(tmp_path / "t" / "output.log")

@@ -1,6 +1,6 @@
 """Secrets are never written, and a SIGKILLed run leaves neither a trial process nor a work folder.
 
-TEST DOUBLE: the searches run on the fake vLLM (tests/fakes/vllm), which logs its non-default
+TEST DOUBLE: the searches run on the fakegpu's vLLM (tests/fakegpu), which logs its non-default
 arguments as vLLM 0.10+ does (secrets included) and, on request, environment variables; the point
 is what vllm-fit writes around it, which is the real product path.
 """

@@ -7,7 +7,6 @@ fake pynvml; the search, the trial processes, the log parsing and the report are
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -18,9 +17,9 @@ from typing import Any, Dict, List, Optional
 from .worlds import Case, config_json
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKEGPU = ROOT / "tests" / "fakegpu"
-sys.path.insert(0, str(FAKEGPU / "pkg"))
+sys.path.insert(0, str(ROOT / "tests"))
 import _fakeworld  # noqa: E402  (the fake's memory model: the ground truth)
+import fake_worlds  # noqa: E402  (the shared fakegpu's paths and environment)
 
 FLAGS = {"min_len": "--min-len", "max_len": "--max-len", "granularity": "--granularity",
          "tensor_parallel_size": "--tensor-parallel-size", "gpu_memory_utilization": "--gpu-memory-utilization",
@@ -64,14 +63,9 @@ def prepare_world(case: Case, folder: Path) -> Path:
 
 def environment(world_path: Path) -> Dict[str, str]:
     """The tool's environment in a world: the fakes first on the paths, a private cache."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(FAKEGPU / "pkg"), str(ROOT)])
-    env["FAKEWORLD"] = str(world_path)
-    env["PATH"] = os.pathsep.join([str(FAKEGPU / "bin"), env.get("PATH", "")])
+    env = fake_worlds.environment(world_path)
     env["XDG_CACHE_HOME"] = str(world_path.parent / "xdg")
     env.pop("VLLM_FIT_CACHE_DIR", None)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    env["VLLM_FIT_VIA"] = "llm"  # the shared fakegpu has LLM(...), no OpenAI server
     return env
 
 

@@ -129,7 +129,9 @@ def classify(
     if status is None and in_request:
         status = ProbeStatus.REQUEST_FAILED  # the probe died while serving (0.7-0.8.4 kill their own process)
     phase = (result.phase if result is not None else None) or ("request" if in_request else last_phase)
-    transient = bool(logparse.find_all(patterns.NONDETERMINISTIC, lines + _exception_lines(result)))
+    searched_all = lines + _exception_lines(result)
+    why_transient = [line.raw for line, _ in logparse.find_all(patterns.NONDETERMINISTIC, searched_all)]
+    transient = bool(why_transient)
 
     if status is ProbeStatus.OK:
         request = (result.request if result is not None else None) or {}
@@ -151,8 +153,8 @@ def classify(
         if problem:  # served fewer tokens than asked: the KV cache could not hold the sequence
             return Classification(Outcome.REQUEST_FAILED, problem, facts, [*capacity_evidence, problem], phase)
         detail = "the full-length request failed: %s" % _exception_summary(result)
-        return Classification(Outcome.CRASH, detail, facts, _tail(lines + _exception_lines(result)), phase,
-                              transient)
+        return Classification(Outcome.CRASH, detail, facts, _with(why_transient[:1], _tail(lines + _exception_lines(
+            result))), phase, transient)
 
     searched = lines + _exception_lines(result)
     verdict = _decide(_ROOT_CAUSES, searched, lines, facts, capacity_evidence, phase, False)
@@ -165,7 +167,13 @@ def classify(
     detail = "nothing recognised (exit code %s)" % exit_code
     if result is not None and result.exception:
         detail += ": " + _exception_summary(result)
-    return Classification(Outcome.CRASH, detail, facts, tail, phase, transient)
+    return Classification(Outcome.CRASH, detail, facts, _with(why_transient[:1], tail), phase, transient)
+
+
+def _with(reason: List[str], tail: List[str]) -> List[str]:
+    """The evidence of a crash: the log's tail, then the line that made it look non-deterministic (why it is
+    retried), last, where a retry's summary keeps it."""
+    return [line for line in tail if line not in reason] + reason
 
 
 def _exception_summary(result: Optional[ProbeResult]) -> str:
