@@ -33,7 +33,8 @@ from .fitter import run_search
 from .fleet import batch as batch_module
 from .fleet.fleet_file import load_fleet, parse_shard
 from .fleet.fleet_file import shard as select_shard
-from .fleet.index import failing, load_index
+from .fleet.index import load_index
+from .fleet.status import BatchIndex
 from .output.view import TerminalView
 from .prepare import inputs, prepare, request_from_options
 from .store import FitStore, check_cache_dir, default_cache_dir
@@ -170,13 +171,13 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
         if executor == "ray":
             from .fleet.ray_executor import run_batch_ray  # ray is imported only for --executor ray
 
-            index_data = run_batch_ray(entries, settings, view, ray_address, parallel)
+            index_data: BatchIndex = run_batch_ray(entries, settings, view, ray_address, parallel)
         else:
             index_data = batch_module.run_batch(entries, settings, view)
     finally:
         view.close()
     view.out.print(summary_table(index_data).rstrip(), markup=False, highlight=False, soft_wrap=True)
-    return _exit(ExitCode.NO_FIT if failing(index_data) else ExitCode.OK)
+    return _exit(ExitCode.NO_FIT if index_data.failing else ExitCode.OK)
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:

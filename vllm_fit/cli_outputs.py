@@ -22,7 +22,7 @@ from .export.yaml_config import read_config
 from .files.atomic import write_bytes_atomic, write_text_atomic
 from .files.paths import check_distinct, check_not_inputs, check_output
 from .fleet.compare import compare
-from .fleet.index import failing, merge
+from .fleet.index import merge
 from .fleet.verify import DEFAULT_TOLERANCE as VERIFY_TOLERANCE
 from .fleet.verify import VerifyStatus, verify_all
 from .output.view import TerminalView
@@ -42,7 +42,7 @@ def merge_command(shard_outputs: List[str], out_dir: str) -> int:
     folder = check_output(out_dir, kind="folder", what="--out-dir", create=False)  # created once all is checked
     index = merge([Path(p) for p in shard_outputs], folder)
     click.echo(summary_table(index).rstrip())
-    return _exit(ExitCode.NO_FIT if failing(index) else ExitCode.OK)
+    return _exit(ExitCode.NO_FIT if index.failing else ExitCode.OK)
 
 
 @cli.command()

@@ -79,8 +79,8 @@ def load_fits(source: str) -> List[Fit]:
     if path.is_dir() or path.name == "index.json":
         index = load_index(path)
         folder = path if path.is_dir() else path.parent
-        fits = [_from_yaml(inside(folder, entry["config"], "%s: entry %r" % (path, entry["name"])), entry["name"])
-                for entry in index["entries"] if entry.get("config")]
+        fits = [_from_yaml(inside(folder, entry.config, "%s: entry %r" % (path, entry.name)), entry.name)
+                for entry in index.entries if entry.config]
         if not fits:
             raise BadInput("%s has no entry with a config to apply" % path)
         return fits

@@ -3,34 +3,26 @@
 from __future__ import annotations
 
 import html
-from typing import Any, Mapping
 
-from ..fleet.status import EntryStatus
-from .markdown import memory_knob
+from ..fleet.status import BatchIndex
+from .markdown import summary_rows, summary_title
 
 _STYLE = ("body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
           "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top}th{background:#f4f4f4}"
           ".fit{color:#2a7d2a}.error,.no_fit,.regressed{color:#b22222}img{max-width:480px}")
 
 
-def summary_html(index: Mapping[str, Any]) -> str:
+def summary_html(index: BatchIndex) -> str:
     """The batch summary as one self-contained page; pictures are linked from plots/."""
     rows = []
-    for entry in index["entries"]:
-        fit = entry.get("fit") or {}
-        picture = ('<a href="%s"><img src="%s" alt="%s"></a>' % ((html.escape(entry["plot"]),) * 2
-                                                                 + (html.escape(entry["name"]),))
-                   if entry.get("plot") else "")
-        outcome = entry["status"] + (" (cached)" if entry.get("cached") else "")
-        if entry.get("message") and EntryStatus(entry["status"]) is not EntryStatus.FIT:
-            outcome += ": " + str(entry["message"])
-        cells = [entry["name"], fit.get("max_model_len"), memory_knob(fit) if fit else None,
-                 fit.get("kv_cache_tokens"), fit.get("max_concurrency"), entry.get("launches"),
-                 entry.get("wall_time_s")]
+    for entry, cells, outcome in summary_rows(index):
+        picture = ('<a href="%s"><img src="%s" alt="%s"></a>' % ((html.escape(entry.plot),) * 2
+                                                                 + (html.escape(entry.name),))
+                   if entry.plot else "")
         rows.append("<tr>%s<td class=\"%s\">%s</td><td>%s</td></tr>" % (
             "".join("<td>%s</td>" % html.escape("-" if c is None else str(c)) for c in cells),
-            html.escape(str(entry["status"])), html.escape(outcome), picture))
-    title = "vllm-fit batch" + (" (shard %s)" % index["shard"] if index.get("shard") else "")
+            html.escape(entry.status.value), html.escape(outcome), picture))
+    title = summary_title(index)
     head = "".join("<th>%s</th>" % h for h in ("model", "max-model-len", "memory", "KV capacity (tokens)",
                                                "concurrency", "launches", "time (s)", "outcome", "picture"))
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head>\n"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+import dataclasses
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from ..fleet.status import EntryStatus
+from ..fleet.status import BatchIndex, EntryStatus, IndexEntry
 from ..units import format_size
 
 
@@ -21,23 +22,36 @@ def _cell(value: Any) -> str:
     return "-" if value is None else str(value).replace("|", "\\|")
 
 
-def summary_table(index: Mapping[str, Any]) -> str:
+def summary_rows(index: BatchIndex) -> List[Tuple[IndexEntry, List[Any], str]]:
+    """Per entry: the cells (model, max-model-len, memory, KV capacity, concurrency, launches, time) and the
+    outcome (status, cached, and why where it is no fit); the Markdown and HTML summaries show the same."""
+    rows = []
+    for entry in index.entries:
+        fit = entry.fit
+        outcome = entry.status.value + (" (cached)" if entry.cached else "")
+        if entry.message and entry.status is not EntryStatus.FIT:
+            outcome += ": " + entry.message
+        cells = [entry.name, fit.max_model_len if fit else None,
+                 memory_knob(dataclasses.asdict(fit)) if fit else None, fit.kv_cache_tokens if fit else None,
+                 fit.max_concurrency if fit else None, entry.launches, entry.wall_time_s]
+        rows.append((entry, cells, outcome))
+    return rows
+
+
+def summary_title(index: BatchIndex) -> str:
+    return "vllm-fit batch" + (" (shard %s)" % index.shard if index.shard else "")
+
+
+def summary_table(index: BatchIndex) -> str:
     """One row per fleet entry: fit, capacity, concurrency, launches, time, outcome."""
-    lines = ["# vllm-fit batch" + (" (shard %s)" % index["shard"] if index.get("shard") else ""), "",
+    lines = ["# " + summary_title(index), "",
              "| model | max-model-len | memory | KV capacity (tokens) | concurrency | launches | time (s) | outcome |",
              "|---|---|---|---|---|---|---|---|"]
-    for entry in index["entries"]:
-        fit = entry.get("fit") or {}
-        outcome = entry["status"] + (" (cached)" if entry.get("cached") else "")
-        if entry.get("message") and EntryStatus(entry["status"]) is not EntryStatus.FIT:
-            outcome += ": " + entry["message"]
-        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            _cell(entry["name"]), _cell(fit.get("max_model_len")), memory_knob(fit) if fit else "-",
-            _cell(fit.get("kv_cache_tokens")), _cell(fit.get("max_concurrency")), _cell(entry.get("launches")),
-            _cell(entry.get("wall_time_s")), _cell(outcome)))
+    for _, cells, outcome in summary_rows(index):
+        lines.append("| %s |" % " | ".join(_cell(cell) for cell in [*cells, outcome]))
     counts: Dict[str, int] = {}
-    for entry in index["entries"]:
-        counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+    for entry in index.entries:
+        counts[entry.status.value] = counts.get(entry.status.value, 0) + 1
     lines += ["", ", ".join("%d %s" % (n, status) for status, n in sorted(counts.items()))]
     return "\n".join(lines) + "\n"
 

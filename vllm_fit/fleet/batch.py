@@ -16,7 +16,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import EnvironmentProblem, FitError, one_line
 from ..export.json_report import report_text
@@ -30,7 +30,8 @@ from ..report.search_report import SearchReport
 from ..store import FitStore
 from ..trial.listener import Listener
 from .fleet_file import FleetEntry
-from .index import EntryStatus, new_index, write_outputs
+from .index import new_index, write_outputs
+from .status import BatchIndex, EntryStatus, IndexEntry
 
 DEFAULT_TOLERANCE = 0.05
 """A capacity drop of more than 5% against the baseline (or the recorded fit) is a regression."""
@@ -45,7 +46,7 @@ class BatchSettings:
     shard: Optional[str] = None
     store: Optional[FitStore] = None
     force: bool = False
-    baseline: Optional[Dict[str, Any]] = None
+    baseline: Optional[BatchIndex] = None
     tolerance: float = DEFAULT_TOLERANCE
 
 
@@ -137,50 +138,50 @@ def run_entry(entry: FleetEntry, listener: Listener, settings: BatchSettings) ->
     return result
 
 
-def regression(entry: Mapping[str, Any], before: Optional[Mapping[str, Any]], tolerance: float) -> Optional[str]:
+def regression(entry: IndexEntry, before: Optional[IndexEntry], tolerance: float) -> Optional[str]:
     """Why an entry is worse than its baseline entry, or None."""
-    if not before or not before.get("fit"):
+    if before is None or before.fit is None:
         return None
-    old, new = before["fit"], entry.get("fit")
-    if not new:
-        return "no fit any more (was max_model_len %s)" % old.get("max_model_len")
-    if (new.get("max_model_len") or 0) < (old.get("max_model_len") or 0):
-        return "max_model_len dropped from %s to %s" % (old["max_model_len"], new["max_model_len"])
+    old, new = before.fit, entry.fit
+    if new is None:
+        return "no fit any more (was max_model_len %s)" % old.max_model_len
+    if (new.max_model_len or 0) < (old.max_model_len or 0):
+        return "max_model_len dropped from %s to %s" % (old.max_model_len, new.max_model_len)
     for knob in ("gpu_memory_utilization", "kv_cache_memory_bytes"):
-        if old.get(knob) is not None and new.get(knob) is not None and new[knob] > old[knob] and \
-                new.get("max_model_len") == old.get("max_model_len"):
-            return "%s rose from %s to %s for the same length" % (knob, old[knob], new[knob])
-    old_tokens, new_tokens = old.get("kv_cache_tokens"), new.get("kv_cache_tokens")
+        was, now = getattr(old, knob), getattr(new, knob)
+        if was is not None and now is not None and now > was and new.max_model_len == old.max_model_len:
+            return "%s rose from %s to %s for the same length" % (knob, was, now)
+    old_tokens, new_tokens = old.kv_cache_tokens, new.kv_cache_tokens
     if old_tokens and new_tokens is not None and new_tokens < old_tokens * (1 - tolerance):
         return "KV capacity dropped from %s to %s tokens (more than %.0f%%)" % (old_tokens, new_tokens,
                                                                              100 * tolerance)
     return None
 
 
-def with_baseline(result: Dict[str, Any], settings: BatchSettings) -> Dict[str, Any]:
+def with_baseline(result: IndexEntry, settings: BatchSettings) -> IndexEntry:
     """The entry, marked regressed when it got worse than its baseline entry."""
-    before = {e["name"]: e for e in (settings.baseline or {}).get("entries", [])}
-    why = regression(result, before.get(result["name"]), settings.tolerance)
-    if why and result["status"] in (EntryStatus.FIT.value, EntryStatus.UNPROVEN.value, EntryStatus.NO_FIT.value):
-        result = dict(result, status=EntryStatus.REGRESSED.value, message=why, baseline=before[result["name"]]["fit"])
+    before = settings.baseline.by_name().get(result.name) if settings.baseline is not None else None
+    why = regression(result, before, settings.tolerance)
+    if why and before is not None and result.status in (EntryStatus.FIT, EntryStatus.UNPROVEN, EntryStatus.NO_FIT):
+        result = result.replaced(status=EntryStatus.REGRESSED, message=why, baseline=before.data.get("fit"))
     return result
 
 
-def finish_entry(result: Dict[str, Any], settings: BatchSettings, listener: Listener) -> Dict[str, Any]:
+def finish_entry(result: Dict[str, Any], settings: BatchSettings, listener: Listener) -> IndexEntry:
     """The entry's result against the baseline, announced (local and Ray batches alike)."""
-    result = with_baseline(result, settings)
-    failed = EntryStatus(result["status"]) is not EntryStatus.FIT
-    listener.note("== %s: %s%s" % (result["name"], result["status"], ": " + result["message"] if failed else ""))
-    return result
+    entry = with_baseline(IndexEntry.from_json(result, "batch"), settings)
+    failed = entry.status is not EntryStatus.FIT
+    listener.note("== %s: %s%s" % (entry.name, entry.status.value, ": %s" % entry.message if failed else ""))
+    return entry
 
 
 RunEntry = Callable[[FleetEntry, Listener, BatchSettings], Dict[str, Any]]
 
 
 def run_batch(entries: List[FleetEntry], settings: BatchSettings, listener: Listener,
-              run: RunEntry = run_entry) -> Dict[str, Any]:
+              run: RunEntry = run_entry) -> BatchIndex:
     """Run the entries one after the other; the index and summaries are rewritten after each."""
-    done: List[Dict[str, Any]] = []
+    done: List[IndexEntry] = []
     for entry in entries:
         listener.note("== %s (%s)" % (entry.name, entry.request.model))
         done.append(finish_entry(run(entry, listener, settings), settings, listener))

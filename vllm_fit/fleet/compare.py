@@ -26,11 +26,10 @@ def load_set(path: Path) -> Dict[str, Dict[str, Any]]:
         path = path / "index.json"
     if path.is_file() and path.suffix == ".json":
         index = load_index(path)
-        return {e["name"]: {"max_model_len": e["fit"].get("max_model_len"),
-                            "kv_cache_tokens": e["fit"].get("kv_cache_tokens"),
-                            "gpu_memory_utilization": e["fit"].get("gpu_memory_utilization"),
-                            "kv_cache_memory_bytes": e["fit"].get("kv_cache_memory_bytes"),
-                            "vllm": e.get("vllm_version")} for e in index["entries"] if e.get("fit")}
+        return {e.name: {"max_model_len": e.fit.max_model_len, "kv_cache_tokens": e.fit.kv_cache_tokens,
+                         "gpu_memory_utilization": e.fit.gpu_memory_utilization,
+                         "kv_cache_memory_bytes": e.fit.kv_cache_memory_bytes, "vllm": e.vllm_version}
+                for e in index.entries if e.fit is not None and e.data.get("fit")}
     if path.is_file():
         return {path.stem: _from_config(path)}
     if not path.is_dir():

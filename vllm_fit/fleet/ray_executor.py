@@ -22,6 +22,7 @@ from ..trial.listener import Listener
 from .batch import BatchSettings, entry_result, error_result, finish_entry, search_entry
 from .fleet_file import FleetEntry
 from .index import new_index, write_outputs
+from .status import BatchIndex
 
 MAX_RETRIES = 2
 """Relaunches of a task whose worker or node died (Ray's own retry; exceptions are not retried)."""
@@ -112,7 +113,7 @@ def _search_task(entry: FleetEntry, settings: BatchSettings) -> Any:
 
 
 def run_batch_ray(entries: List[FleetEntry], settings: BatchSettings, listener: Listener, address: Optional[str],
-                  max_parallel: int) -> Dict[str, Any]:
+                  max_parallel: int) -> BatchIndex:
     """Run the entries as Ray tasks, at most `max_parallel` at a time; outputs rewritten as each ends."""
     ray = connect(address)
     remote = ray.remote(max_retries=MAX_RETRIES, retry_exceptions=False)(_search_task)
