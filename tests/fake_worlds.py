@@ -20,6 +20,8 @@ FAKEGPU = TESTS / "fakegpu"
 if str(FAKEGPU / "pkg") not in sys.path:
     sys.path.append(str(FAKEGPU / "pkg"))  # for _fakeworld; appended, so this process keeps its own pynvml
 
+import _fakeworld as fakeworld  # noqa: E402, F401  (re-exported: the fake's memory model, works(), truth())
+
 GIB, MIB = 1 << 30, 1 << 20
 KV_BYTES_PER_LAYER_TOKEN = 2 * 8 * 128 * 2
 """K and V, 8 KV heads of 128, bf16: a layer's KV bytes per token (Llama 3.1 8B's shape)."""

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-import _fakeworld
 from fake_worlds import GIB, fixture_world, loaded
+from fake_worlds import fakeworld as _fakeworld
 from gpu_sim import run_objective
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st

@@ -18,8 +18,9 @@ from .worlds import Case, config_json
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-import _fakeworld  # noqa: E402  (the fake's memory model: the ground truth)
-import fake_worlds  # noqa: E402  (the shared fakegpu's paths and environment)
+import fake_worlds  # noqa: E402  (the shared fakegpu: its paths, environment and memory model)
+
+_fakeworld = fake_worlds.fakeworld  # the ground truth
 
 FLAGS = {"min_len": "--min-len", "max_len": "--max-len", "granularity": "--granularity",
          "tensor_parallel_size": "--tensor-parallel-size", "gpu_memory_utilization": "--gpu-memory-utilization",
