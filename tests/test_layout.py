@@ -115,3 +115,61 @@ def test_the_probe_statuses_are_named_once():
         assert ProbeResult.parse(junk) is None
     odd = ProbeResult.parse({"status": "start_failed", "engine": [1], "exception": "x", "request": 3, "phase": 7})
     assert odd is not None and odd.engine == {} and odd.exception == {} and odd.request is None and odd.phase is None
+
+
+def _module_imports(path: Path) -> set:
+    """vllm_fit modules (or names in them) a file imports when it is loaded: module-level statements, not
+    those under TYPE_CHECKING, nor imports inside functions (they run late, on purpose)."""
+    tree = ast.parse(path.read_text())
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    package = parts[:-1]
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level:
+            module = ".".join(list(package[: len(package) - node.level + 1]) + ([node.module] if node.module else []))
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("vllm_fit"):
+            module = str(node.module)
+        else:
+            continue
+        names.add(module)
+        names.update("%s.%s" % (module, alias.name) for alias in node.names)
+    return names
+
+
+def _modules() -> dict:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def test_no_import_cycles():
+    """The package's modules import one another as layers: no module needs itself to load (a package's
+    __init__ importing its own modules is how packages load, not a cycle)."""
+    modules = _modules()
+    graph = {name: {m for m in _module_imports(path) if m in modules and m != name and not name.startswith(m + ".")}
+             for name, path in modules.items()}
+    state: dict = {}
+
+    def visit(name, trail):
+        if state.get(name) == "done":
+            return
+        assert state.get(name) != "open", "import cycle: %s" % " -> ".join([*trail, name])
+        state[name] = "open"
+        for other in sorted(graph[name]):
+            visit(other, [*trail, name])
+        state[name] = "done"
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_the_pipeline_reads_top_to_bottom():
+    """fitter.py puts the steps of a search in order and does nothing else: short, with few dependencies."""
+    path = PACKAGE / "fitter.py"
+    modules = _modules()
+    assert len(path.read_text().splitlines()) <= 150
+    assert len({name for name in _module_imports(path) if name in modules}) <= 10
