@@ -1,8 +1,9 @@
 """vllm-fit: find the vLLM configuration that really serves on this device, by launching it.
 
 The public API: build a SearchRequest (`prepare.request_from_options`), `prepare` it (every input
-check, no launch), `run_search` it. The parent process never imports vllm or torch; trials run
-`probe.py` in the vLLM interpreter.
+check, no launch), `fitter.run_search` it: its `SearchOutcome.report` is a `report.search_report.SearchReport`
+(typed; `to_json()` is the JSON `--report` writes). The parent process never imports vllm or torch;
+trials run `probe.py` in the vLLM interpreter.
 """
 
 __version__ = "0.2.0"
