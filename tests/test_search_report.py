@@ -117,3 +117,21 @@ def test_the_picture_reads_the_typed_report():
     assert data.fit_len == report.fit.max_model_len and len(data.points) == len(report.trials)
     assert [name.split(",")[0] for name, _, _ in data.alternatives] == \
         [row.alternative for row in report.explore if row.fit is not None]
+
+
+def test_a_report_of_an_older_version_without_the_newer_fields_is_still_read(tmp_path):
+    """plot and apply read reports users kept: fields added later (headroom, concurrency, the distribution)
+    may be missing; only what a fit cannot be without (length, trial, engine arguments) is required."""
+    data = json.loads((DATA / "report-fit-explore.json").read_text())
+    for key in ("headroom_bytes", "concurrency", "max_concurrency", "kv_cache_blocks"):
+        data["fit"].pop(key)
+    data["environment"].pop("vllm_distribution")
+    report = SearchReport.from_json(data)
+    assert report.fit is not None and report.fit.headroom_bytes is None and report.fit.max_model_len > 0
+    assert list(report.to_json()["fit"]) == FIT_KEYS  # written again whole, in the schema's order
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(data))
+    assert read_report(path).fit == report.fit
+    with pytest.raises(ValueError):
+        data["fit"].pop("engine_args")
+        SearchReport.from_json(data)

@@ -37,29 +37,37 @@ def _flat_from_json(cls: Type[Flat], data: Any) -> Flat:
     return cls(**{key: value for key, value in data.items() if key in names})
 
 
+FIT_KEYS = ("max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size",
+            "kv_cache_tokens", "kv_cache_blocks", "block_size", "max_concurrency", "concurrency", "headroom_bytes",
+            "trial", "request", "engine_args")
+"""The fit's keys in the order the report writes them."""
+
+
 @dataclass(frozen=True)
 class FitSummary:
-    """The fit as the report states it: the knobs, the capacity vLLM reported, the request that passed."""
+    """The fit as the report states it: the knobs, the capacity vLLM reported, the request that passed.
+    Only the length, the trial and the engine arguments are required (reports of older versions lack others)."""
 
     max_model_len: int
-    gpu_memory_utilization: Optional[float]
-    kv_cache_memory_bytes: Optional[int]
-    tensor_parallel_size: int
-    kv_cache_tokens: Optional[int]
-    kv_cache_blocks: Optional[int]
-    block_size: Optional[int]
-    max_concurrency: Optional[float]
-    concurrency: Optional[Mapping[str, Any]]
-    """With --concurrency N: the sequences the pool holds at once, sent together, seen running."""
-    headroom_bytes: Optional[int]
-    """Device memory the fit leaves to others (None without a device total)."""
     trial: int
-    request: Optional[Mapping[str, Any]]
     engine_args: Mapping[str, Any]
     """The engine arguments of the fit, with the length and utilization the engine really used."""
+    gpu_memory_utilization: Optional[float] = None
+    kv_cache_memory_bytes: Optional[int] = None
+    tensor_parallel_size: int = 1
+    kv_cache_tokens: Optional[int] = None
+    kv_cache_blocks: Optional[int] = None
+    block_size: Optional[int] = None
+    max_concurrency: Optional[float] = None
+    concurrency: Optional[Mapping[str, Any]] = None
+    """With --concurrency N: the sequences the pool holds at once, sent together, seen running."""
+    headroom_bytes: Optional[int] = None
+    """Device memory the fit leaves to others (None without a device total)."""
+    request: Optional[Mapping[str, Any]] = None
 
     def to_json(self) -> Dict[str, Any]:
-        return _flat_json(self)
+        flat = _flat_json(self)
+        return {key: flat[key] for key in FIT_KEYS}
 
     @classmethod
     def from_json(cls, data: Any) -> FitSummary:
@@ -91,12 +99,12 @@ class CacheInfo:
 class ReportEnvironment:
     """What the trials ran on: the interpreter and versions the child saw, the devices before the search."""
 
-    python: Optional[str]
-    python_version: Optional[str]
-    vllm_version: Optional[str]
-    vllm_distribution: Optional[str]
-    torch_version: Optional[str]
-    cuda_version: Optional[str]
+    python: Optional[str] = None
+    python_version: Optional[str] = None
+    vllm_version: Optional[str] = None
+    vllm_distribution: Optional[str] = None
+    torch_version: Optional[str] = None
+    cuda_version: Optional[str] = None
     preflight: Optional[Preflight] = None
     fingerprint: Optional[str] = None
 
