@@ -26,7 +26,7 @@ def _trial(index, engine_args, outcome, length, capacity):
 def report_json(trials, search=None, fit=None, explore=None):
     """A whole report with these trials, settings and fit (the rest from a report vllm-fit wrote)."""
     data = json.loads(SAMPLE.read_text())
-    data.update(trials=trials, search=search or {}, explore=explore)
+    data.update(trials=trials, search=dict(data["search"], **(search or {})), explore=explore)
     data["fit"] = dict(data["fit"], **fit) if fit else None
     return data
 

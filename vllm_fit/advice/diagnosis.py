@@ -70,12 +70,12 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
     """The diagnosis, or None when the fit reaches the wanted maximum or there is nothing to reckon with
     (no pool measured and the weights' size, the KV cost or the device total unknown)."""
     fit, search = report.fit, report.search
-    model_max = search.get("max_len") or model.derived_max_len
-    wanted = model_max if fit else (search.get("min_len") or model_max)
+    model_max = search.max_len or model.derived_max_len
+    wanted = model_max if fit else (search.min_len or model_max)
     if not wanted or (fit and fit.max_model_len >= wanted):
         return None
     seen = _measured(report)
-    args = search.get("engine_args") or {}
+    args = dict(search.engine_args)
     if seen is None:
         return _without_pool(report, model, tensor_parallel_size, cap, total_bytes, int(wanted), args)
     per_token = float(model.kv_bytes_per_rank(tensor_parallel_size, args) or seen["kv"] / seen["tokens"])

@@ -68,7 +68,7 @@ def _from_report(path: Path, data: Any) -> Fit:
         raise BadInput("%s: %s; pass a file written by --report of this vllm-fit" % (path, exc)) from None
     if report.fit is None:
         raise BadInput("%s has no fit to apply (the search found none)" % path)
-    concurrency = int(report.search.get("concurrency") or 1) > 1
+    concurrency = report.search.concurrency > 1
     return _fit_from_args(str(path), report.fit.engine_args, None, report.environment.vllm_version,
                           report.environment.gpu_name, concurrency)
 

@@ -108,9 +108,8 @@ def plot_data(report: SearchReport) -> PlotData:
     data.alternatives = [("%s, fit %s" % (row.alternative, row.fit.max_model_len), *point)
                          for row in report.explore or () if row.fit is not None
                          for point in [_fit_point(row.fit, data.knob)] if point is not None]
-    search = report.search
-    data.cap = search.get("utilization_cap") if data.knob == "gpu_memory_utilization" else None
-    data.model_max = search.get("model_derived_max_len")
+    data.cap = report.search.utilization_cap if data.knob == "gpu_memory_utilization" else None
+    data.model_max = report.search.model_derived_max_len
     point = _fit_point(report.fit, data.knob)
     if report.fit is not None and point is not None:
         data.fit, data.fit_len = point, report.fit.max_model_len
@@ -163,7 +162,7 @@ def render(report: SearchReport, fmt: str = ".svg", title: Optional[str] = None)
     figure, axes = pyplot.subplots(figsize=(8, 5))
     try:
         _draw(axes, data)
-        axes.set_title(title or str(report.search.get("model") or "vllm-fit search"), fontsize=10)
+        axes.set_title(title or report.search.model or "vllm-fit search", fontsize=10)
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt.lstrip("."), bbox_inches="tight",
                        metadata={"Date": None} if fmt == ".svg" else None)

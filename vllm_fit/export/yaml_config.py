@@ -54,7 +54,7 @@ def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
     lines = [
         "vllm-fit: %s" % report.tool_version,
         "written: %s" % report.created,
-        "objective: %s" % report.search.get("objective"),
+        "objective: %s" % report.search.objective,
         "verified: trial %d started and served %s%s-token request%s" % (
             fit.trial, "a " if int(request.get("sequences") or 1) == 1 else "%s concurrent " % request["sequences"],
             request.get("total_tokens"), " over HTTP (vllm serve on this file)" if request.get("http")

@@ -15,7 +15,7 @@ from ..prepare.request import OPTIONS, applied_options
 from ..redact import public_args
 from ..study import StudyResult
 from ..trial.record import TrialRecord
-from .search_report import CacheInfo, FitSummary, ReportEnvironment, SearchReport
+from .search_report import CacheInfo, FitSummary, ReportEnvironment, SearchReport, SearchSettings
 
 
 def now_iso() -> str:
@@ -81,7 +81,7 @@ def build_report(search: Mapping[str, Any], result: StudyResult, env: ReportEnvi
     """The report of a search that ran now (diagnosis and alternatives are added by their own steps)."""
     total = env.preflight.total_bytes if env.preflight is not None else None
     return SearchReport(
-        tool_version=__version__, created=now_iso(), search=dict(search),
+        tool_version=__version__, created=now_iso(), search=SearchSettings.from_json(search),
         fit=fit_summary(result.fit, total) if result.fit else None, stop=result.stop,
         stop_reason=result.stop_detail, proven=result.proven, notes=tuple(result.notes), launches=result.launches,
         wall_time_s=round(wall_time_s, 2), trials=tuple(result.records), environment=env,

@@ -37,6 +37,60 @@ def _flat_from_json(cls: Type[Flat], data: Any) -> Flat:
     return cls(**{key: value for key, value in data.items() if key in names})
 
 
+@dataclass(frozen=True)
+class SearchSettings:
+    """The search's settings as the report records them: every option that applies (the option table's keys,
+    enums as their values, engine arguments without secrets), then what prepare decided (the length range,
+    the utilization cap, the auto-fit start, the model's maximum), in that order."""
+
+    objective: str
+    """An ObjectiveKind's value."""
+    values: Mapping[str, Any]
+    """Everything else, keyed as the option table and prepare name it, in the order written."""
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"objective": self.objective, **self.values}
+
+    @classmethod
+    def from_json(cls, data: Any) -> SearchSettings:
+        values = dict(data)
+        return cls(str(values.pop("objective")), values)
+
+    def _int(self, key: str) -> Optional[int]:
+        value = self.values.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    @property
+    def model(self) -> Optional[str]:
+        return str(self.values["model"]) if self.values.get("model") is not None else None
+
+    @property
+    def min_len(self) -> Optional[int]:
+        return self._int("min_len")
+
+    @property
+    def max_len(self) -> Optional[int]:
+        return self._int("max_len")
+
+    @property
+    def model_derived_max_len(self) -> Optional[int]:
+        return self._int("model_derived_max_len")
+
+    @property
+    def utilization_cap(self) -> Optional[float]:
+        value = self.values.get("utilization_cap")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    @property
+    def concurrency(self) -> int:
+        return self._int("concurrency") or 1
+
+    @property
+    def engine_args(self) -> Mapping[str, Any]:
+        args = self.values.get("engine_args")
+        return args if isinstance(args, Mapping) else {}
+
+
 FIT_KEYS = ("max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size",
             "kv_cache_tokens", "kv_cache_blocks", "block_size", "max_concurrency", "concurrency", "headroom_bytes",
             "trial", "request", "engine_args")
@@ -167,8 +221,7 @@ class SearchReport:
 
     tool_version: str
     created: str
-    search: Mapping[str, Any]
-    """The search's settings: every option that applies (from the option table), then what prepare decided."""
+    search: SearchSettings
     fit: Optional[FitSummary]
     stop: StopReason
     stop_reason: str
@@ -189,7 +242,7 @@ class SearchReport:
         out: Dict[str, Any] = {
             "tool": {"name": "vllm-fit", "version": self.tool_version},
             "created": self.created,
-            "search": dict(self.search),
+            "search": self.search.to_json(),
             "fit": self.fit.to_json() if self.fit is not None else None,
             "stop": self.stop.value,
             "stop_reason": self.stop_reason,
@@ -219,7 +272,8 @@ class SearchReport:
             if fit is not None and not any(trial.index == fit.trial for trial in trials):
                 raise ValueError("its fit names trial %s, which it does not hold" % fit.trial)
             return cls(
-                tool_version=str(data["tool"]["version"]), created=str(data["created"]), search=dict(data["search"]),
+                tool_version=str(data["tool"]["version"]), created=str(data["created"]),
+                search=SearchSettings.from_json(data["search"]),
                 fit=fit, stop=StopReason(data["stop"]), stop_reason=str(data["stop_reason"]),
                 proven=bool(data["proven"]), notes=tuple(str(note) for note in data["notes"]),
                 launches=int(data["launches"]), wall_time_s=float(data["wall_time_s"]), trials=trials,
