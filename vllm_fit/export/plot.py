@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import EnvironmentProblem
 from ..outcome import CapacityFacts
-from ..report.search_report import FitSummary, SearchReport
+from ..report.search_report import SearchReport
+from ..report.sections import FitSummary
 from ..trial.record import TrialRecord
 
 GIB = float(1 << 30)

@@ -15,7 +15,8 @@ from ..errors import BadInput, one_line
 from ..files.reading import read_input_bytes
 from ..files.yaml_text import read_yaml
 from ..redact import is_secret_arg
-from ..report.search_report import FitSummary, SearchReport
+from ..report.search_report import SearchReport
+from ..report.sections import FitSummary
 
 FIRST_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
               "tensor_parallel_size")

@@ -19,7 +19,8 @@ from rich.text import Text
 from ..gpu import Preflight
 from ..logs.phases import Phase
 from ..outcome import Outcome
-from ..report.search_report import FitSummary, SearchReport
+from ..report.search_report import SearchReport
+from ..report.sections import FitSummary
 from ..search.base import AUTO
 from ..study import StudyResult
 from ..trial.listener import Listener

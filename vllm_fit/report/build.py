@@ -15,7 +15,8 @@ from ..prepare.request import OPTIONS, applied_options
 from ..redact import public_args
 from ..study import StudyResult
 from ..trial.record import TrialRecord
-from .search_report import CacheInfo, FitSummary, ReportEnvironment, SearchReport, SearchSettings
+from .search_report import SearchReport
+from .sections import CacheInfo, FitSummary, ReportEnvironment, SearchSettings
 
 
 def now_iso() -> str:
