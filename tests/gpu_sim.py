@@ -74,8 +74,11 @@ def launch_kwargs(world_path: Path, kwargs: Dict[str, Any], index: int = 1, vers
     text, result = _probe(world_path, kwargs, sequences)
     exception = str((result.get("exception") or {}).get("type") or "")
     hung = exception.endswith("FakeHang")
-    run = ProcessRun([], text, None if hung else ProbeResult.parse(result), None if hung else int(result["status"]
-                     != probe.STATUS_OK), hung, 0.0, result.get("phase"))
+    if hung:  # what the runner sees of a trial killed at its timeout: no result, no exit code of its own
+        run = ProcessRun([], text, None, None, True, 0.0, result.get("phase"))
+    else:
+        run = ProcessRun([], text, ProbeResult.parse(result), 0 if result["status"] == probe.STATUS_OK else 1, False,
+                         0.0, result.get("phase"))
     return record_from_run(index, kwargs, run, TrialContext(version, 16, sequences=sequences), timeout_s=60.0)
 
 
