@@ -124,39 +124,45 @@ def plot_command(report: str, out: str) -> int:
 
 @cli.command(name="apply")
 @click.argument("source", metavar="SOURCE")
-@click.option("--to", "targets", metavar="FILE", multiple=True, required=True,
-              help="A deployment file to update (Kubernetes manifests, Helm values, compose, a --config YAML);"
-                   " repeat for several.")
+@click.argument("more", metavar="[FILE...]", nargs=-1)
+@click.option("--to", "targets", metavar="FILE...", multiple=True, required=True,
+              help="The deployment files to update (Kubernetes manifests, KServe InferenceServices, production-stack"
+                   " values, compose files, --config YAML); several may follow one --to (a shell glob).")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 with the diff when a file differs from the fit.")
 @click.option("--allow-mismatch", is_flag=True,
               help="Lower values even where the file declares another vLLM version or GPU than the fit's.")
-def apply_command(source: str, targets: List[str], check: bool, allow_mismatch: bool) -> int:
+def apply_command(source: str, more: List[str], targets: List[str], check: bool, allow_mismatch: bool) -> int:
     """Write fits into the deployment files that run them: max-model-len, the memory knob, max-num-seqs.
 
     SOURCE is a fit YAML (search --out), a report (search --report) or a batch index. Each vLLM server
-    in the files is matched to its fit by model, entry name or served model name; only those settings
-    change, in the form the file uses, every other byte stays. Prints a unified diff.
+    in the files is matched to its fit by name (entry, served model, container, service), else by model;
+    the value its vLLM really gets (the last occurrence, extraArgs over vllmConfig, a script's command)
+    is changed in the file's own style, and the edited file is read back to prove it, before anything
+    is written. Prints a unified diff.
     """
-    from .deploy.apply import apply_to_file  # ruamel.yaml only for apply: search runs without it
-    from .deploy.fits import load_fits
+    from .deploy.apply import apply_files  # ruamel.yaml only for apply: search runs without it
+    from .deploy.fits import check_lengths, load_fits
 
-    fits = load_fits(source)
-    paths = [Path(target) for target in targets]
-    check_distinct({"--to %s" % target: target for target in targets})
-    check_not_inputs({"--to %s" % target: target for target in targets}, files=[source])
-    for path in paths:
-        check_output(path, what="--to")  # a regular file we may replace: never a link, a pipe or a folder
-    results = [apply_to_file(path, fits, allow_mismatch) for path in paths]  # all checked before any write
-    if not any(result.matched for result in results):
-        raise BadInput("no vLLM server in %s matches the fit%s of %s (by model, entry name or served model name)"
-                       % (", ".join(targets), "s" if len(fits) > 1 else "", source))
+    names = list(targets) + list(more)
+    paths = [Path(name) for name in names]
+    check_distinct({"--to %s" % name: name for name in names})
+    check_not_inputs({"--to %s" % name: name for name in names}, files=[source])
+    if not check:
+        for path in paths:
+            check_output(path, what="--to")  # a regular file we may replace: never a link, a pipe or a folder
+    loaded = load_fits(source)  # every value checked before a deployment file is read
+    check_lengths(loaded.fits, dict(os.environ))
+    results = apply_files(loaded, paths, check, allow_mismatch)
+    for result in results:
+        for note in result.notes:
+            click.echo(note, err=True)
     differ = [result for result in results if result.after != result.before]
     for result in differ:
         click.echo(result.diff, nl=False)
-        if not check:
-            write_text_atomic(result.path, result.after)
     for result in results:
         state = "unchanged" if result.after == result.before else "differs" if check else "updated"
-        click.echo("%s: %s (%d server%s)" % (result.path, state, result.matched, "" if result.matched == 1 else "s"),
-                   err=True)
+        detail = "; ".join("%s %s %s -> %s" % (c.server.where, c.option, c.old if c.old is not None else "(unset)",
+                                               c.new) for c in result.changes)
+        click.echo("%s: %s (%d server%s)%s" % (result.path, state, result.matched, "" if result.matched == 1 else "s",
+                                               ": " + detail if detail else ""), err=True)
     return _exit(ExitCode.NO_FIT if check and differ else ExitCode.OK)

@@ -1,25 +1,30 @@
-"""`vllm-fit apply`: write fits into the deployment files that run them, in the form each file uses.
+"""`vllm-fit apply`: write fits into the deployment files that run them, proven before anything is written.
 
-Each server found in a file (servers.py) is matched to the fit whose model, entry name or served
-model name it carries; the settings the fit decides (max-model-len, the memory knob, max-num-seqs
-where --concurrency set it) are replaced in place (a flag's value with or without `=`, a camelCase
-Helm key, a dash-case config key; strings stay strings, quotes stay) or added beside the server's
-other settings. Everything else keeps its bytes. A value is never lowered without saying why when
-the file declares another vLLM version or GPU than the fit was found on.
+Every file is locked and read, its servers found (servers.py and the runtime readers), each matched to
+its fit (matching.py), the edits planned (edits.py) and the edited text read back and proven
+(prove.py): the value each matched server's vLLM will get is the fit's, nothing else changed. Only
+then are the files written, all or nothing, keeping each file's permission bits, byte-order mark and
+line ends. A value is never lowered without saying why where the file declares another vLLM version or
+GPU than the fit was found on.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
-from ..errors import BadInput
-from ..files.reading import read_input_text
-from .fits import Fit
-from .servers import HELM_KEYS, ArgList, Server, Token, find_servers
+from ..errors import BadInput, EnvironmentProblem, one_line
+from ..files.atomic import Pending, prepare
+from ..files.locks import Locked, locked_files
+from .deployment import Deployment, read_deployment
+from .edits import Change, Planner, read_number
+from .fits import Fit, Source
+from .matching import match
+from .prove import prove
+from .servers import Server
 
 
 class Mismatch(BadInput):
@@ -27,145 +32,22 @@ class Mismatch(BadInput):
 
 
 @dataclass
-class Change:
-    """One setting of one server: its old and new value (old None: added)."""
+class FileResult:
+    """One file: its text before and after, the changes, and what was left alone and why."""
 
-    server: Server
-    key: str
-    old: Optional[str]
-    new: str
+    path: Path
+    before: str
+    after: str
+    changes: List[Change]
+    matched: int
+    """Servers in the file that a fit belongs to."""
+    notes: List[str] = field(default_factory=list)
+    mode: int = 0o644
 
-
-def _normal(model: Optional[str]) -> Optional[str]:
-    return model.rstrip("/") if model else None
-
-
-def match(servers: Sequence[Server], fits: Sequence[Fit]) -> List[Tuple[Server, Fit]]:
-    """Each server with the one fit that belongs to it (by model, entry name or served model name)."""
-    pairs = []
-    for server in servers:
-        found = [fit for fit in fits if _normal(fit.model) == _normal(server.model)
-                 or (fit.name and fit.name in server.names)
-                 or (fit.served_model_name and fit.served_model_name in server.names)]
-        if len(found) > 1:
-            raise BadInput("%s, %s: %d fits match this server (%s); give the entries distinct models or names"
-                           % (server.file, server.where, len(found), ", ".join(f.name or f.source for f in found)))
-        if found:
-            pairs.append((server, found[0]))
-    for fit in fits:
-        mine = [server for server, matched in pairs if matched is fit]
-        by_model = [s for s in mine if not (fit.name and fit.name in s.names)]
-        if len(by_model) > 1:
-            raise BadInput("%s matches %d servers (%s); name the one it is for (--served-model-name or the"
-                           " entry's name)" % (fit.source, len(by_model), "; ".join("%s, %s" % (s.file, s.where)
-                                                                                    for s in by_model)))
-    return pairs
-
-
-def _formatted(value: Any) -> str:
-    if isinstance(value, float):
-        return ("%.4f" % value).rstrip("0").rstrip(".")
-    return str(value)
-
-
-def _flag(key: str) -> str:
-    return "--" + key.replace("_", "-")
-
-
-def _find_flag(args: List[ArgList], key: str) -> Optional[Tuple[Token, int, int]]:
-    """(the token holding the value, value start, value end) of --key VALUE or --key=VALUE."""
-    flag = _flag(key)
-    for arglist in args:
-        tokens = arglist.tokens
-        for index, token in enumerate(tokens):
-            if token.text == flag and index + 1 < len(tokens):
-                value = tokens[index + 1]
-                return value, value.start, value.end
-            if token.text.startswith(flag + "="):
-                return token, token.start + len(flag) + 1, token.end
-    return None
-
-
-def _append_flag(arglist: ArgList, key: str, value: str) -> Tuple[int, str]:
-    """Where and what to insert to add `--key value` in the style of the list's other words."""
-    flag = _flag(key)
-    equals = sum(1 for t in arglist.tokens if re.match(r"--[\w-]+=", t.text))
-    pairs = sum(1 for a, b in zip(arglist.tokens, arglist.tokens[1:])
-                if re.fullmatch(r"--[\w-]+", a.text) and not b.text.startswith("-"))
-    uses_equals = equals > pairs
-    words = [flag + "=" + value] if uses_equals else [flag, value]
-    if arglist.item_prefix is not None:  # a block list: one item per word, quoted like the others
-        return arglist.append_at, "".join(arglist.item_prefix + _quoted(word, arglist.quote) for word in words)
-    if arglist.flow:
-        return arglist.append_at, "".join(", " + _quoted(word, arglist.quote) for word in words)
-    return arglist.append_at, "".join(" " + word for word in words)  # inside one shell string
-
-
-def _quoted(word: str, quote: str) -> str:
-    """A list item: numbers are quoted (an args list holds strings); flags quoted as the list quotes."""
-    quote = quote or '"'
-    return "%s%s%s" % (quote, word, quote) if quote else word
-
-
-def plan_changes(server: Server, fit: Fit, text: str) -> Tuple[List[Change], List[Tuple[int, int, str]]]:
-    """The settings that differ and the text edits (start, end, replacement) that make them so."""
-    changes, edits = [], []
-    settings = fit.settings()
-    for key, value in settings.items():
-        new = _formatted(value)
-        if server.key_style == "config" or (server.key_style == "helm" and key in HELM_KEYS):
-            span = server.keys.get(key)
-            if span is not None:
-                old_raw = text[span[0]:span[1]]
-                quote = old_raw[:1] if old_raw[:1] in "\"'" else ""
-                old = old_raw[1:-1] if quote else old_raw
-                if old != new and not _same_number(old, new):
-                    changes.append(Change(server, key, old, new))
-                    edits.append((span[0] + len(quote), span[1] - len(quote), new))
-                continue
-            if server.mapping_end is None:
-                raise BadInput("%s, %s: no %s to update and no plain mapping to add it to; add it once by hand"
-                               % (server.file, server.where, _name(server, key)))
-            changes.append(Change(server, key, None, new))
-            edits.append((server.mapping_end, server.mapping_end, "\n%s%s: %s" % (
-                server.mapping_indent, _name(server, key), new)))
-            continue
-        found = _find_flag(server.args, key)
-        if found is not None:
-            token, start, end = found
-            old = text[start:end] if start >= 0 else token.text
-            if old != new and not _same_number(old, new):
-                if start < 0:
-                    raise BadInput("%s, %s: %s is in a scalar that spans lines; edit it by hand"
-                                   % (server.file, server.where, _flag(key)))
-                changes.append(Change(server, key, old, new))
-                edits.append((start, end, new))
-            continue
-        if not server.args:
-            raise BadInput("%s, %s: no argument list to add %s to; add it once by hand"
-                           % (server.file, server.where, _flag(key)))
-        at, insert = _append_flag(server.args[-1], key, new)
-        changes.append(Change(server, key, None, new))
-        edits.append((at, at, insert))
-    return changes, edits
-
-
-def _name(server: Server, key: str) -> str:
-    return HELM_KEYS[key] if server.key_style == "helm" else key.replace("_", "-")
-
-
-def _same_number(old: str, new: str) -> bool:
-    try:
-        return float(old) == float(new)
-    except ValueError:
-        return False
-
-
-def _lowered(change: Change) -> bool:
-    try:
-        return change.old is not None and float(change.new) < float(change.old)
-    except ValueError:
-        return False
+    @property
+    def diff(self) -> str:
+        return "".join(difflib.unified_diff(self.before.splitlines(True), self.after.splitlines(True),
+                                            "a/%s" % self.path, "b/%s" % self.path))
 
 
 def _squash(text: str) -> str:
@@ -188,40 +70,107 @@ def mismatch(server: Server, fit: Fit) -> Optional[str]:
     return None
 
 
-@dataclass
-class FileResult:
-    """One file: its text before and after, and the changes."""
-
-    path: Path
-    before: str
-    after: str
-    changes: List[Change]
-    matched: int
-    """Servers in the file that a fit belongs to."""
-
-    @property
-    def diff(self) -> str:
-        return "".join(difflib.unified_diff(self.before.splitlines(True), self.after.splitlines(True),
-                                            "a/%s" % self.path, "b/%s" % self.path))
+def _lowered(change: Change) -> bool:
+    old, new = read_number(change.option, change.old), read_number(change.option, change.new)
+    return old is not None and new is not None and new < old
 
 
-def apply_to_file(path: Path, fits: Sequence[Fit], allow_mismatch: bool) -> FileResult:
-    """The file with every matching server's settings set to its fit (not written here)."""
-    text = read_input_text(path, "deployment file")
-    servers = find_servers(text, str(path))
-    pairs = match(servers, fits)
-    edits: List[Tuple[int, int, str]] = []
-    changes: List[Change] = []
+def _decode(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BadInput("deployment file %s is not UTF-8 text; save it as UTF-8" % path) from None
+
+
+def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow_mismatch: bool) -> FileResult:
+    """The file with every matched server given its fit, proven (not written here)."""
+    planner = Planner(deployment.text, str(deployment.path))
     for server, fit in pairs:
-        found, planned = plan_changes(server, fit, text)
+        before = len(planner.changes)
+        planner.plan(server, fit)
+        lowered = [c for c in planner.changes[before:] if _lowered(c)]
         why = mismatch(server, fit)
-        lowered = [c for c in found if _lowered(c)]
         if why and lowered and not allow_mismatch:
             raise Mismatch("%s, %s: would lower %s, but %s; refit there, or pass --allow-mismatch" % (
-                path, server.where, ", ".join("%s %s -> %s" % (c.key, c.old, c.new) for c in lowered), why))
-        changes += found
-        edits += planned
-    after = text
-    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1]), reverse=True):
-        after = after[:start] + replacement + after[end:]
-    return FileResult(path, text, after, changes, len(pairs))
+                deployment.path, server.where, ", ".join("%s %s -> %s" % (c.option, c.old, c.new) for c in lowered),
+                why))
+    after = planner.apply() if planner.edits else deployment.text
+    if after != deployment.text:
+        prove(deployment, after, pairs)
+    matched = {id(s) for s, _ in pairs}
+    notes = ["%s, %s: left alone: %s" % (deployment.path, s.where, s.problem)
+             for s in deployment.servers if id(s) not in matched and s.problem and not s.template]
+    notes += ["%s, %s: not deployed until it is enabled (enabled: false)" % (deployment.path, s.where)
+              for s in deployment.servers if id(s) in matched and s.disabled]
+    return FileResult(deployment.path, deployment.text, after, planner.changes, len(pairs), notes)
+
+
+def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadInput:
+    """Why no server took a fit, naming what was found (or where the model appears outside a command)."""
+    fits = ", ".join("%s%s" % (f.model, " (%s)" % f.name if f.name else "") for f in source.fits)
+    found = [s for d in deployments for s in d.servers if not s.template]
+    if found:
+        seen = "; ".join("%s: %s" % (s.where, s.problem or "model %s, names %s" % (s.model, ", ".join(s.names) or "none"))
+                         for s in found[:4])
+        return BadInput("no vLLM server in %s matches the fit for %s (servers found: %s)"
+                        % (", ".join(str(d.path) for d in deployments), fits, one_line(seen, 300)))
+    for deployment in deployments:
+        for fit in source.fits:
+            found = re.search(r"(?<![\w./-])%s(?![\w./-])" % re.escape(fit.model), deployment.text)
+            if found:
+                line = deployment.text.count("\n", 0, found.start()) + 1
+                return BadInput("%s, line %d names %s, but not in a vLLM command line vllm-fit reads (a Ray Serve"
+                                " config, an environment variable another program reads?); edit it by hand"
+                                % (deployment.path, line, fit.model))
+    templates = [s for d in deployments for s in d.servers if s.template]
+    if templates:
+        return BadInput("%s holds only the KServe runtime %s, a template; apply the fit to the InferenceService"
+                        " that uses it" % (templates[0].file, templates[0].where))
+    return BadInput("no vLLM server in %s (Kubernetes containers, compose services, production-stack values,"
+                    " KServe InferenceServices, --config YAML)" % ", ".join(str(d.path) for d in deployments))
+
+
+def apply_files(source: Source, paths: List[Path], check: bool, allow_mismatch: bool) -> List[FileResult]:
+    """Plan and prove every file under its lock; unless `check`, write them all or none."""
+    with locked_files(paths, exclusive=not check, what="deployment file") as contents:
+        deployments = [read_deployment(_decode(contents[p].data, p), str(p), p) for p in paths]
+        servers = [s for d in deployments for s in d.servers]
+        pairs = match(servers, source)
+        if not pairs:
+            raise _nothing_matched(deployments, source)
+        results = []
+        for deployment in deployments:
+            mine = [(s, f) for s, f in pairs if s.file == str(deployment.path)]
+            result = plan_file(deployment, mine, allow_mismatch)
+            result.mode = contents[deployment.path].mode
+            results.append(result)
+        if not check:
+            write_all(results, contents)
+    return results
+
+
+def write_all(results: Sequence[FileResult], contents: dict) -> None:
+    """Every changed file written, or none: all new files prepared first, then renamed into place."""
+    pending: List[Pending] = []
+    changed = [r for r in results if r.after != r.before]
+    try:
+        for result in changed:
+            locked: Locked = contents[result.path]
+            pending.append(prepare(result.path, result.after.encode("utf-8"), locked.mode & 0o1777))
+    except OSError as exc:
+        for item in pending:
+            item.discard()
+        failed = changed[len(pending)].path
+        raise EnvironmentProblem("cannot write %s (%s); no file was changed" % (failed, exc.strerror or exc)) from None
+    done: List[FileResult] = []
+    try:
+        for item, result in zip(pending, changed):
+            item.commit()
+            done.append(result)
+    except OSError as exc:
+        for item in pending[len(done):]:
+            item.discard()
+        for result in done:  # put back what was already renamed into place
+            prepare(result.path, result.before.encode("utf-8"), contents[result.path].mode & 0o1777).commit()
+        raise EnvironmentProblem("cannot replace %s (%s); the files written before it were restored"
+                                 % (changed[len(done)].path, exc.strerror or exc)) from None

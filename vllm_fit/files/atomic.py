@@ -3,8 +3,11 @@
 Readers see the old file or the whole new one, never a part, and a reboot keeps what was written.
 The new file gets normal permissions (0644 under the umask, never the mode of the file it replaces):
 a `vllm serve` running as another user can read the config, and no setuid or world-write bit is copied.
-Only a regular file is ever replaced: a symlink, a device, a folder or anything else at the target is
-refused (see paths.check_output).
+A user's own file that vllm-fit edits (`apply`) keeps its permission bits instead (less setuid and
+setgid): a 0600 compose file holding a token stays 0600. Only a regular file is ever replaced: a
+symlink, a device, a folder or anything else at the target is refused (see paths.check_output).
+Several files are written all or nothing with `prepare` then `commit`: every new file is written and
+synced first (a full disk fails there, before anything changed); the renames that follow need no space.
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 from .paths import check_output
 
@@ -45,21 +49,48 @@ def write_text_atomic(path: Union[str, Path], text: str, private: bool = False) 
     return write_bytes_atomic(path, text.encode("utf-8"), private)
 
 
-def write_bytes_atomic(path: Union[str, Path], data: bytes, private: bool = False) -> Path:
-    """Write bytes atomically (a temporary file renamed over the target, then the folder synced)."""
+def write_bytes_atomic(path: Union[str, Path], data: bytes, private: bool = False, mode: Optional[int] = None) -> Path:
+    """Write bytes atomically (a temporary file renamed over the target, then the folder synced); `mode`
+    keeps the bits of a user's file (setuid and setgid never)."""
+    pending = prepare(path, data, 0o600 if private else mode)
+    pending.commit()
+    return pending.path
+
+
+@dataclass
+class Pending:
+    """A new file written and synced beside its target, not yet renamed over it."""
+
+    path: Path
+    tmp: str
+
+    def commit(self) -> None:
+        try:
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+        fsync_folder(self.path.parent)
+
+    def discard(self) -> None:
+        with contextlib.suppress(FileNotFoundError):  # already renamed into place, or never created
+            os.unlink(self.tmp)
+
+
+def prepare(path: Union[str, Path], data: bytes, mode: Optional[int] = None) -> Pending:
+    """Write `data` to a temporary file beside `path`, synced, with its final mode (OSError as the disk
+    says: nothing at `path` has changed)."""
     path = Path(path)
     check_output(path, kind="file")
     fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=str(path.parent))
+    pending = Pending(path, tmp)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o600 if private else _mode_for(path))
-        os.replace(tmp, path)
+        os.chmod(tmp, (mode & 0o1777) if mode is not None else _mode_for(path))
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):  # already renamed into place, or never created
-            os.unlink(tmp)
+        pending.discard()
         raise
-    fsync_folder(path.parent)
-    return path
+    return pending

@@ -1,0 +1,105 @@
+"""Docker Compose services as Compose turns them into argv.
+
+`command` and `entrypoint` are a list (one word per item) or a string that Compose splits itself
+(go-shellwords: no shell, quotes respected, an operator ends it); `entrypoint` replaces the image's, and
+`command` follows it. Without an entrypoint the image's own runs (vLLM's image: `vllm serve`, so the
+model may be the first word). Interpolation (`$VAR`, `${VAR:-default}`) happens before, from the shell
+and the .env file of whoever runs Compose: such a word is unknown here; `$$` is a literal `$`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional
+
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from . import shell
+from .images import image_entrypoint
+from .servers import Addition, Server, ServerKind, invocations
+from .words import Word
+from .yaml_doc import Layout, YamlDoc, get, items, text_of
+
+INTERPOLATION = re.compile(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
+
+
+def interpolated(word: Word) -> Word:
+    """The word after Compose's interpolation: `$$` is `$`; a variable leaves the word unknown."""
+    if "$" not in word.text:
+        return word
+    out, unknown, at = [], word.unknown, 0
+    text = word.text
+    while at < len(text):
+        if text.startswith("$$", at):
+            out.append(("$", -1))
+            at += 2
+            continue
+        found = INTERPOLATION.match(text, at)
+        if found:
+            unknown = unknown or "%s (set where Compose runs)" % found.group(0)
+            out += [(c, -1) for c in found.group(0)]
+            at = found.end()
+            continue
+        out.append((text[at], word.offsets[at]))
+        at += 1
+    return Word("".join(c for c, _ in out), tuple(o for _, o in out), word.after, unknown, word.path, None)
+
+
+def _words(node: Optional[Node], layout: Layout, path: str) -> Optional[List[Word]]:
+    if node is None or isinstance(node, ScalarNode) and node.tag.endswith(":null"):
+        return None
+    if isinstance(node, SequenceNode):
+        return [interpolated(w) for w in layout.words(node, path)]
+    if isinstance(node, ScalarNode):
+        return [interpolated(w) for w in shell.shellwords(layout.word(node, path))]
+    return None
+
+
+def environment(node: MappingNode, layout: Layout, path: str) -> Dict[str, Word]:
+    """The service's environment (list of NAME=value, or a mapping), for the shell of a `sh -c` command."""
+    found: Dict[str, Word] = {}
+    env = get(node, "environment")
+    if isinstance(env, SequenceNode):
+        for index, item in enumerate(env.value):
+            if isinstance(item, ScalarNode) and "=" in item.value:
+                word = interpolated(layout.word(item, "%s.environment[%d]" % (path, index)))
+                name, _, _ = word.text.partition("=")
+                found[name] = word.sliced(len(name) + 1, len(word.text))
+    elif isinstance(env, MappingNode):
+        for name, value in items(env):
+            if isinstance(value, ScalarNode):
+                found[name] = interpolated(layout.word(value, "%s.environment.%s" % (path, name)))
+    return found
+
+
+def services(doc: YamlDoc, layout: Layout, root: MappingNode, number: int) -> List[Server]:
+    """The vLLM servers of a compose file's services (a service that cannot be read says why)."""
+    found: List[Server] = []
+    for name, service in items(get(root, "services")):
+        if not isinstance(service, MappingNode):
+            continue
+        path = "doc %d, services.%s" % (number, name)
+        image = text_of(get(service, "image"))
+        names = tuple(n for n in (name, text_of(get(service, "container_name"))) if n)
+        base = dict(file=doc.file, path=path, kind=ServerKind.COMPOSE, image=image, names=names, label="")
+        try:
+            entry = _words(get(service, "entrypoint"), layout, path + ".entrypoint")
+            command = _words(get(service, "command"), layout, path + ".command") or []
+        except shell.ShellUnsupported as exc:
+            found.append(Server(**base, problem="its command has %s" % exc))
+            continue
+        if entry is None:
+            entry = image_entrypoint(image, command) or []
+        argv = entry + command
+        runs, problem = invocations(argv, environment(service, layout, path))
+        if problem:
+            found.append(Server(**base, problem=problem))
+            continue
+        for run in runs:
+            server = Server(**base, program=run.program, words=run.words)
+            server.label = run.label
+            last = run.words[-1].after if run.words else (argv[-1].after if argv else None)
+            if last is not None:
+                server.additions["*"] = Addition(after=last)
+            found.append(server)
+    return found

@@ -1,0 +1,97 @@
+"""Every vLLM server of one deployment file, read by the runtime each part of the file belongs to."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Tuple
+
+from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
+
+from .compose import services
+from .config_file import config_server, looks_like_config
+from .helm import model_specs
+from .kubernetes import RUNTIME_KINDS, container, inference_service, runtimes, workload_labels
+from .servers import Server, normal_model
+from .vllm_args import model_of, served_names
+from .yaml_doc import Layout, YamlDoc, get, items, text_of
+
+
+@dataclass
+class Deployment:
+    """One file: its text, its YAML and its servers."""
+
+    path: Path
+    text: str
+    doc: YamlDoc
+    servers: List[Server]
+
+
+def read_deployment(text: str, file: str, path: Path) -> Deployment:
+    """The file's servers (BadInput when it is not YAML vllm-fit can read)."""
+    doc = YamlDoc(text, file)
+    return Deployment(path, text, doc, find_servers(doc))
+
+
+def find_servers(doc: YamlDoc) -> List[Server]:
+    """Every vLLM server in the file's documents, with its model and names."""
+    layout = Layout(doc)
+    known = runtimes(doc)
+    found: List[Server] = []
+    for number, root in enumerate(doc.docs, start=1):
+        if isinstance(get(root, "services"), MappingNode) and get(root, "kind") is None:
+            found += services(doc, layout, root, number)
+        elif looks_like_config(root):
+            found.append(config_server(doc, layout, root, number))
+        else:
+            found += _walk(doc, layout, root, "doc %d" % number, known)
+    for server in found:
+        _identify(server)
+    return found
+
+
+def _walk(doc: YamlDoc, layout: Layout, root: Node, path: str, known: dict) -> List[Server]:
+    """Containers, InferenceServices and production-stack entries anywhere in one document."""
+    kind = text_of(get(root, "kind"))
+    owner = [n for n in [text_of(get(get(root, "metadata"), "name"))] if n]
+    template = kind in RUNTIME_KINDS
+    found: List[Server] = []
+    if kind == "InferenceService":
+        found += inference_service(doc, layout, root, path, known)
+    stack: List[Tuple[Node, str, List[str]]] = [(root, "", [])]
+    while stack:
+        node, where, labels = stack.pop()
+        full = "%s, %s" % (path, where) if where else path
+        if isinstance(node, MappingNode):
+            labels = labels + workload_labels(node)
+            if where.endswith("spec.predictor.model") and kind == "InferenceService":
+                continue
+            specs = get(node, "modelSpec")
+            if isinstance(specs, SequenceNode):
+                found += model_specs(doc, layout, specs, "%s.modelSpec" % full if where else "%s, modelSpec" % path)
+                continue
+            if get(node, "command") is not None or get(node, "args") is not None or \
+                    (get(node, "image") is not None and where.split(".")[-1].startswith("containers[")):
+                servers = container(doc, layout, node, full, owner, labels, template)
+                if servers:
+                    found += servers
+                    continue
+            for key, value in reversed(items(node)):
+                stack.append((value, "%s.%s" % (where, key) if where else key, labels))
+        elif isinstance(node, SequenceNode):
+            for index in reversed(range(len(node.value))):
+                stack.append((node.value[index], "%s[%d]" % (where, index), labels))
+    return found
+
+
+def _identify(server: Server) -> None:
+    """The model and the names clients use, from the server's own options."""
+    if server.program is None:
+        return
+    model = model_of(server.program, server.args)
+    if model is not None and not model.unknown:
+        server.model = server.model or model.text
+    elif server.model is None and model is not None:
+        server.model = None
+    server.model = normal_model(server.model)
+    server.names = tuple(dict.fromkeys([*server.names, *served_names(server.program, server.args)]))

@@ -1,0 +1,165 @@
+"""A vLLM server's command line as vLLM's argument parser reads it.
+
+Which programs are vLLM's server (`vllm serve`, the OpenAI and plain api_server modules, KServe's
+huggingfaceserver with its vLLM backend); then the options: `--flag value`, `--flag=value`, `_` and
+`-` the same in a name (FlexibleArgumentParser), unique prefixes and the short aliases (`-tp 2`), the
+number of values each option takes (vllm_options.py, read off vLLM's parser), and the last occurrence
+of an option winning (argparse's `store`). `vllm serve`'s positional model wins over `--model`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .vllm_options import MANY_VALUES, NO_VALUE, ONE_VALUE, OPTIONAL_VALUE, SHORT
+from .words import Word
+
+KNOWN = NO_VALUE | MANY_VALUES | ONE_VALUE | OPTIONAL_VALUE
+SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
+KSERVE_MODULE = "huggingfaceserver"
+PYTHON = re.compile(r"(.*/)?python[0-9.]*$")
+NEGATIVE = re.compile(r"-[0-9.]+$")
+
+
+class Program(Enum):
+    """The server program a command runs."""
+
+    SERVE = "vllm serve"
+    API_SERVER = "python -m vllm.entrypoints.openai.api_server"
+    KSERVE = "python -m huggingfaceserver (KServe, vLLM backend)"
+
+
+def program_of(words: Sequence[Word]) -> Optional[Tuple[Program, int]]:
+    """The server program these words run and how many words name it, else None."""
+    texts = [w.text for w in words]
+    if len(texts) >= 2 and os.path.basename(texts[0]) == "vllm" and texts[1] == "serve":
+        return Program.SERVE, 2
+    if len(texts) >= 3 and PYTHON.match(texts[0]) and texts[1] == "-m":
+        if texts[2] in SERVER_MODULES:
+            return Program.API_SERVER, 3
+        if texts[2] == "vllm.entrypoints.cli.main" and texts[3:4] == ["serve"]:
+            return Program.SERVE, 4
+        if texts[2] == KSERVE_MODULE:
+            return Program.KSERVE, 3
+    return None
+
+
+def canonical(flag: str) -> str:
+    """An option's name as vLLM's parser resolves it: `--gpu_memory_utilization` and `--gpu-memory-util`
+    (a unique prefix) are `--gpu-memory-utilization`; `-tp` is `--tensor-parallel-size`."""
+    if not flag.startswith("--"):
+        return SHORT.get(flag, flag)
+    name = "--" + flag[2:].split(".", 1)[0].replace("_", "-")
+    if name in KNOWN:
+        return name
+    longer = [known for known in KNOWN if known.startswith(name)]
+    return longer[0] if len(longer) == 1 else name
+
+
+@dataclass(frozen=True)
+class Option:
+    """One occurrence of an option: its canonical name, the word that names it, its value words (one for
+    `--flag=value`, whose value is the text after `=`)."""
+
+    name: str
+    flag: Word
+    values: Tuple[Word, ...]
+    inline: bool
+    """`--flag=value`: the value is part of the flag's own word."""
+
+    @property
+    def value(self) -> Optional[str]:
+        if self.inline:
+            return self.flag.text.split("=", 1)[1]
+        return " ".join(v.text for v in self.values) if self.values else None
+
+    def value_word(self) -> Optional[Word]:
+        """The word (or the part of the flag's word) that holds a one-value option's value."""
+        if self.inline:
+            at = self.flag.text.index("=") + 1
+            return self.flag.sliced(at, len(self.flag.text))
+        return self.values[0] if len(self.values) == 1 else None
+
+
+@dataclass(frozen=True)
+class Args:
+    """A server's options in order and its positional words."""
+
+    options: Tuple[Option, ...]
+    positionals: Tuple[Word, ...]
+
+    def last(self, name: str) -> Optional[Option]:
+        """The occurrence that wins (argparse keeps the last), by canonical name."""
+        found = [o for o in self.options if o.name == name]
+        return found[-1] if found else None
+
+    def effective(self) -> Dict[str, Optional[str]]:
+        """Every option's winning value (None for a flag without a value), by canonical name."""
+        return {o.name: o.value for o in self.options}
+
+
+def parse(words: Sequence[Word]) -> Args:
+    """The options and positionals of the words after the program's name."""
+    options: List[Option] = []
+    positionals: List[Word] = []
+    at = 0
+    while at < len(words):
+        word = words[at]
+        text = word.text
+        if text == "--":
+            positionals += words[at + 1:]
+            break
+        if not text.startswith("-") or NEGATIVE.match(text) or text == "-":
+            positionals.append(word)
+            at += 1
+            continue
+        if "=" in text and text.startswith("--"):
+            options.append(Option(canonical(text.split("=", 1)[0]), word, (), True))
+            at += 1
+            continue
+        name = canonical(text)
+        taken = _values(name, words, at + 1)
+        options.append(Option(name, word, tuple(words[at + 1:at + 1 + taken]), False))
+        at += 1 + taken
+    return Args(tuple(options), tuple(positionals))
+
+
+def _values(name: str, words: Sequence[Word], at: int) -> int:
+    """How many of the words from `at` on the option `name` takes as its value."""
+    def is_value(index: int) -> bool:
+        return index < len(words) and (not words[index].text.startswith("-") or bool(NEGATIVE.match(words[index].text)))
+
+    if name in NO_VALUE:
+        return 0
+    if name in MANY_VALUES:
+        count = 0
+        while is_value(at + count):
+            count += 1
+        return count
+    if name in OPTIONAL_VALUE:
+        return 1 if is_value(at) else 0
+    return 1 if at < len(words) else 0
+
+
+def model_of(program: Program, args: Args) -> Optional[Word]:
+    """The model the server loads: `vllm serve`'s positional wins over --model; KServe's --model_id or
+    --model_dir."""
+    if program is Program.SERVE and args.positionals:
+        return args.positionals[0]
+    for name in (("--model-id", "--model-dir") if program is Program.KSERVE else ("--model",)):
+        option = args.last(name)
+        if option is not None and option.value_word() is not None:
+            return option.value_word()
+    return None
+
+
+def served_names(program: Program, args: Args) -> List[str]:
+    """The names clients use: --served-model-name's values (KServe: --model_name)."""
+    option = args.last("--model-name" if program is Program.KSERVE else "--served-model-name")
+    if option is None:
+        return []
+    return [option.value] if option.inline and option.value else [v.text for v in option.values]
