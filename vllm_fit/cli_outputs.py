@@ -18,13 +18,12 @@ from .export.junit import junit_xml
 from .export.markdown import summary_table
 from .export.plot import FORMATS as PLOT_FORMATS
 from .export.plot import render as render_plot
-from .export.yaml_config import read_config
 from .files.atomic import write_bytes_atomic, write_text_atomic
 from .files.paths import check_distinct, check_not_inputs, check_output
 from .fleet.compare import compare
 from .fleet.index import merge
 from .fleet.verify import DEFAULT_TOLERANCE as VERIFY_TOLERANCE
-from .fleet.verify import VerifyStatus, verify_all
+from .fleet.verify import VerifyStatus, targets_of, verify_all
 from .output.view import TerminalView
 from .prepare import inputs
 from .prepare.envcheck import inspect_interpreter
@@ -46,18 +45,28 @@ def merge_command(shard_outputs: List[str], out_dir: str) -> int:
 
 
 @cli.command()
-@click.argument("configs", metavar="CONFIG.yaml...", nargs=-1, required=True)
+@click.argument("configs", metavar="FILE...", nargs=-1, required=True)
 @table_options(["python", "trial_timeout", "via"])
+@click.option("--map-path", "maps", metavar="CONTAINER=LOCAL", multiple=True,
+              help="A deployment's path that exists only in its container (/mnt/models, a volume) and the local"
+                   " folder that holds the same files; repeat for several.")
 @click.option("--tolerance", metavar="FRACTION", default=str(VERIFY_TOLERANCE), show_default=True,
               help="Fail when the KV capacity fell by more than this fraction below the recorded one.")
 @click.option("--report", metavar="FILE.json", help="Write the verdicts with their evidence.")
 @click.option("--junit", metavar="FILE.xml", help="Write one JUnit test case per config.")
 def verify(configs: List[str], python: Optional[str], tolerance: str, trial_timeout: Optional[str],
-           report: Optional[str], junit: Optional[str], via: Optional[str]) -> int:
-    """Launch each committed config once: it must start, serve a full-length request, keep its capacity."""
+           report: Optional[str], junit: Optional[str], via: Optional[str], maps: List[str]) -> int:
+    """Launch each committed config once: it must start, serve a full-length request, keep its capacity.
+
+    A deployment file (Kubernetes manifest, production-stack values, compose file, KServe
+    InferenceService) is verified by launching each of its servers with the options its runtime gives
+    vLLM, the model mapped to a local folder with --map-path, host and port replaced for the test.
+    """
+    from .deploy.launch import parse_maps  # noqa: PLC0415 (ruamel.yaml only where needed)
+
     paths = [Path(c) for c in configs]
-    for path in paths:
-        read_config(path)  # refuse a broken file before launching anything
+    mapped = parse_maps(maps)
+    targets_of(paths, mapped)  # every file read and checked before anything else
     check_distinct({"--report": report, "--junit": junit})
     check_not_inputs({"--report": report, "--junit": junit}, files=configs)
     if report:
@@ -70,7 +79,7 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
     interpreter = inspect_interpreter(inputs.interpreter("--python", python) if python else sys.executable)
     view = TerminalView()
     try:
-        verdicts = verify_all(paths, interpreter, os.environ, timeout_s, tolerance_value, view, how)
+        verdicts = verify_all(paths, interpreter, os.environ, timeout_s, tolerance_value, view, how, mapped)
     finally:
         view.close()
     for verdict in verdicts:

@@ -107,7 +107,8 @@ def model_spec(doc: YamlDoc, layout: Layout, entry: MappingNode, path: str) -> S
         words += [Word.made("--revision"), layout.word(revision, path + ".modelRevision")]
     lmcache = get(entry, "lmcacheConfig")
     if (text_of(get(lmcache, "enabled")) or "").lower() == "true":
-        words += [Word.made("--kv-transfer-config"), Word.made("{lmcache}")]
+        words += [Word.made("--kv-transfer-config"),
+                  Word.made("{...}", unknown="the LMCache connector config the chart writes from lmcacheConfig")]
     if text_of(get(entry, "chatTemplate")):
         words += [Word.made("--chat-template"), Word.made("/templates/" + (text_of(get(entry, "chatTemplate")) or ""))]
     server.words = tuple(words)

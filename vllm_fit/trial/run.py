@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..gpu import Devices, DeviceState
 from ..logs.phases import Phase
@@ -45,6 +45,8 @@ class TrialPlan:
     """"dummy": exploring trials skip reading the weights; the fit is then verified with the real ones."""
     served_file: Optional[Path] = None
     """Serve this deployment file as it is (verify) instead of the candidate rendered as YAML."""
+    served_argv: Optional[Tuple[str, ...]] = None
+    """Serve a deployment's own server arguments (verify of a manifest) instead of a config file."""
 
     def llm_kwargs(self, engine_args: Mapping[str, Any]) -> Dict[str, Any]:
         """LLM(...) keyword arguments for one candidate's engine arguments."""
@@ -63,7 +65,7 @@ def run_trial(plan: TrialPlan, index: int, llm_kwargs: Dict[str, Any],
     if plan.via is Via.SERVE:
         run = run_server(plan.python, llm_kwargs, trial_dir, timeout_s=plan.timeout_s, env=plan.env,
                          request_timeout_s=plan.request_timeout_s, sequences=plan.sequences, on_phase=on_phase,
-                         user_file=plan.served_file)
+                         user_file=plan.served_file, user_argv=plan.served_argv)
     else:
         run = run_probe(plan.python, llm_kwargs, trial_dir, timeout_s=plan.timeout_s, env=plan.env,
                         request_timeout_s=plan.request_timeout_s, sequences=plan.sequences, on_phase=on_phase)

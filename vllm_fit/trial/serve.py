@@ -13,7 +13,7 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 import httpx
 
@@ -63,15 +63,21 @@ def served_config(llm_kwargs: Mapping[str, Any], trial_dir: Path, port: int,
 def run_server(python: str, llm_kwargs: Mapping[str, Any], trial_dir: Path, *, timeout_s: float,
                env: Mapping[str, str], request_timeout_s: Optional[float] = None, sequences: int = 1,
                on_phase: Callable[[Phase], None] = lambda phase: None,
-               user_file: Optional[Path] = None) -> ProcessRun:
-    """One serve trial of one candidate: start the server, prove it over HTTP, stop it."""
+               user_file: Optional[Path] = None, user_argv: Optional[Sequence[str]] = None) -> ProcessRun:
+    """One serve trial of one candidate: start the server, prove it over HTTP, stop it. `user_file` serves
+    a config file as it is; `user_argv` a deployment's own server arguments (verify)."""
     trial_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     port = free_port()
-    config = served_config(llm_kwargs, trial_dir, port, user_file)
-    server_args = ["--config", str(config.path), "--host", HOST, "--port", str(port)]
+    if user_argv is not None:
+        config = ServedConfig(trial_dir / "argv", " ".join(user_argv), str(llm_kwargs.get("served_model_name")
+                              or llm_kwargs["model"]), llm_kwargs.get("api_key"), {})
+        server_args = [*user_argv, "--host", HOST, "--port", str(port)]  # the last occurrence wins
+    else:
+        config = served_config(llm_kwargs, trial_dir, port, user_file)
+        server_args = ["--config", str(config.path), "--host", HOST, "--port", str(port)]
     driver = serve_driver("http://%s:%d" % (HOST, port), config, llm_kwargs, sequences,
                           request_timeout_s or timeout_s)
-    # The probe appends secret arguments to the server's command line; a user's file carries its own.
+    # The probe appends secret arguments (an API key) to the server's command line; a user's file carries its own.
     kwargs = dict(llm_kwargs) if user_file is None else {
         key: value for key, value in llm_kwargs.items() if not is_secret_arg(key, value)}
     return run_probe(python, kwargs, trial_dir, timeout_s=timeout_s, env=env,
