@@ -98,7 +98,8 @@ def test_a_setting_the_server_lacks_is_added_in_its_style(repo):
     assert '            - "--port=8000"\n            - "--max-num-seqs"\n            - "4"\n' in \
         (repo / "k8s/llama.yaml").read_text()
     assert "        dtype: \"bfloat16\"\n        maxNumSeqs: 4\n" in (repo / "helm/values.yaml").read_text()
-    assert '      - "0.9"\n      - --max-num-seqs\n      - "4"\n' in (repo / "compose.yaml").read_text()  # flags plain, as there
+    compose = (repo / "compose.yaml").read_text()
+    assert '      - "0.9"\n      - --max-num-seqs\n      - "4"\n' in compose  # flags plain, as the list's are
 
 
 def test_a_lower_value_for_another_vllm_or_gpu_is_refused(repo):

@@ -48,10 +48,11 @@ def changed(before: str, after: str) -> Tuple[List[str], List[str]]:
 
 EDITS: List[Tuple[str, str, int, float, str, List[str], List[str]]] = [
     ("lws-vllm-gpu.yaml", "meta-llama/Llama-3.1-405B-Instruct", 32768, 0.92, "",
-     ["                 python3 -m vllm.entrypoints.openai.api_server --port 8080 --model meta-llama/Llama-3.1-405B-Instruct"
-      " --tensor-parallel-size 8 --pipeline_parallel_size 2\""],
-     ["                 python3 -m vllm.entrypoints.openai.api_server --port 8080 --model meta-llama/Llama-3.1-405B-Instruct"
-      " --tensor-parallel-size 8 --pipeline_parallel_size 2 --max-model-len 32768 --gpu-memory-utilization 0.92\""]),
+     ["                 python3 -m vllm.entrypoints.openai.api_server --port 8080 --model"
+      " meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 8 --pipeline_parallel_size 2\""],
+     ["                 python3 -m vllm.entrypoints.openai.api_server --port 8080 --model"
+      " meta-llama/Llama-3.1-405B-Instruct --tensor-parallel-size 8 --pipeline_parallel_size 2 --max-model-len 32768"
+      " --gpu-memory-utilization 0.92\""]),
     ("gke-gemma3-1b-vllm.yaml", "google/gemma-3-1b-it", 32768, 0.92, "", [],
      ["        - --max-model-len=32768", "        - --gpu-memory-utilization=0.92"]),
     ("gke-lws-deepseek-r1.yaml", "deepseek-ai/DeepSeek-R1", 65536, 0.9, "",

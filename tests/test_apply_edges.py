@@ -193,7 +193,8 @@ def test_a_merge_key_base_is_edited_when_only_the_fitted_server_reads_it(tmp_pat
 
 
 @pytest.mark.parametrize("text, words", [
-    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: v\n      image: vllm/vllm-openai\n"
+    ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: v\n"
+     "      image: vllm/vllm-openai\n"
      "      envFrom: [{configMapRef: {name: cm}}]\n      args: [org/m, --max-model-len, $(LEN)]\n",
      "set from $(LEN) (perhaps from envFrom)"),
     ("services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: org/m --max-model-len ${LEN:-4096}\n",
@@ -272,7 +273,7 @@ def test_two_runs_on_one_file_keep_both_updates(tmp_path):
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for f in fits]
     assert [r.wait(timeout=120) for r in runs] == [0, 0]
     after = target.read_text()
-    assert "command: [org/m0, --max-model-len, \"1000\"" in after and "command: [org/m1, --max-model-len, \"1001\"" in after
+    assert 'command: [org/m0, --max-model-len, "1000"' in after and 'command: [org/m1, --max-model-len, "1001"' in after
 
 
 def test_to_takes_several_files_after_one_flag(tmp_path):

@@ -12,7 +12,7 @@ from typing import List, Optional
 import click
 
 from .cli_group import _exit, cli, table_options
-from .errors import BadInput, ExitCode
+from .errors import ExitCode
 from .export.json_report import read_report, report_text
 from .export.junit import junit_xml
 from .export.markdown import summary_table
@@ -62,7 +62,7 @@ def verify(configs: List[str], python: Optional[str], tolerance: str, trial_time
     InferenceService) is verified by launching each of its servers with the options its runtime gives
     vLLM, the model mapped to a local folder with --map-path, host and port replaced for the test.
     """
-    from .deploy.launch import parse_maps  # noqa: PLC0415 (ruamel.yaml only where needed)
+    from .deploy.launch import parse_maps
 
     paths = [Path(c) for c in configs]
     mapped = parse_maps(maps)

@@ -110,15 +110,15 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
     fits = ", ".join("%s%s" % (f.model, " (%s)" % f.name if f.name else "") for f in source.fits)
     found = [s for d in deployments for s in d.servers if not s.template]
     if found:
-        seen = "; ".join("%s: %s" % (s.where, s.problem or "model %s, names %s" % (s.model, ", ".join(s.names) or "none"))
-                         for s in found[:4])
+        seen = "; ".join("%s: %s" % (s.where, s.problem or "model %s, names %s"
+                                     % (s.model, ", ".join(s.names) or "none")) for s in found[:4])
         return BadInput("no vLLM server in %s matches the fit for %s (servers found: %s)"
                         % (", ".join(str(d.path) for d in deployments), fits, one_line(seen, 300)))
     for deployment in deployments:
         for fit in source.fits:
-            found = re.search(r"(?<![\w./-])%s(?![\w./-])" % re.escape(fit.model), deployment.text)
-            if found:
-                line = deployment.text.count("\n", 0, found.start()) + 1
+            named = re.search(r"(?<![\w./-])%s(?![\w./-])" % re.escape(fit.model), deployment.text)
+            if named:
+                line = deployment.text.count("\n", 0, named.start()) + 1
                 return BadInput("%s, line %d names %s, but not in a vLLM command line vllm-fit reads (a Ray Serve"
                                 " config, an environment variable another program reads?); edit it by hand"
                                 % (deployment.path, line, fit.model))

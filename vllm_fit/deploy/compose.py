@@ -10,6 +10,7 @@ and the .env file of whoever runs Compose: such a word is unknown here; `$$` is 
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Dict, List, Optional
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -18,7 +19,7 @@ from . import shell
 from .images import image_entrypoint
 from .servers import Addition, Server, ServerKind, invocations
 from .words import Word
-from .yaml_doc import Layout, YamlDoc, get, items, text_of
+from .yaml_doc import Layout, YamlDoc, get, is_null, items, text_of
 
 INTERPOLATION = re.compile(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 
@@ -46,7 +47,7 @@ def interpolated(word: Word) -> Word:
 
 
 def _words(node: Optional[Node], layout: Layout, path: str) -> Optional[List[Word]]:
-    if node is None or isinstance(node, ScalarNode) and node.tag.endswith(":null"):
+    if is_null(node):
         return None
     if isinstance(node, SequenceNode):
         return [interpolated(w) for w in layout.words(node, path)]
@@ -75,28 +76,28 @@ def environment(node: MappingNode, layout: Layout, path: str) -> Dict[str, Word]
 def services(doc: YamlDoc, layout: Layout, root: MappingNode, number: int) -> List[Server]:
     """The vLLM servers of a compose file's services (a service that cannot be read says why)."""
     found: List[Server] = []
-    for name, service in items(get(root, "services")):
+    for name, service in items(get(root, "services") or root):
         if not isinstance(service, MappingNode):
             continue
         path = "doc %d, services.%s" % (number, name)
         image = text_of(get(service, "image"))
         names = tuple(n for n in (name, text_of(get(service, "container_name"))) if n)
-        base = dict(file=doc.file, path=path, kind=ServerKind.COMPOSE, image=image, names=names, label="")
+        base = partial(Server, doc.file, path, ServerKind.COMPOSE, image=image, names=names)
         try:
             entry = _words(get(service, "entrypoint"), layout, path + ".entrypoint")
             command = _words(get(service, "command"), layout, path + ".command") or []
         except shell.ShellUnsupported as exc:
-            found.append(Server(**base, problem="its command has %s" % exc))
+            found.append(base(problem="its command has %s" % exc))
             continue
         if entry is None:
             entry = image_entrypoint(image, command) or []
         argv = entry + command
         runs, problem = invocations(argv, environment(service, layout, path))
         if problem:
-            found.append(Server(**base, problem=problem))
+            found.append(base(problem=problem))
             continue
         for run in runs:
-            server = Server(**base, program=run.program, words=run.words)
+            server = base(program=run.program, words=run.words)
             server.label = run.label
             last = run.words[-1].after if run.words else (argv[-1].after if argv else None)
             if last is not None:

@@ -37,7 +37,7 @@ def config_server(doc: YamlDoc, layout: Layout, root: MappingNode, number: int) 
         underscores += 1 if "_" in name else -1 if "-" in name else 0
         key_path = "%s.%s" % (path, name)
         if isinstance(value, ScalarNode):
-            if value.tag.endswith(":bool"):
+            if (value.tag or "").endswith(":bool"):
                 on = value.value.lower() == "true"
                 if on or "--no-" + flag[2:] in NO_VALUE:
                     words.append(Word.made(flag if on else "--no-" + flag[2:]))

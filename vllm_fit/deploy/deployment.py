@@ -39,6 +39,8 @@ def find_servers(doc: YamlDoc) -> List[Server]:
     known = runtimes(doc)
     found: List[Server] = []
     for number, root in enumerate(doc.docs, start=1):
+        if not isinstance(root, MappingNode):
+            continue
         if isinstance(get(root, "services"), MappingNode) and get(root, "kind") is None:
             found += services(doc, layout, root, number)
         elif looks_like_config(root):
@@ -50,7 +52,7 @@ def find_servers(doc: YamlDoc) -> List[Server]:
     return found
 
 
-def _walk(doc: YamlDoc, layout: Layout, root: Node, path: str, known: dict) -> List[Server]:
+def _walk(doc: YamlDoc, layout: Layout, root: MappingNode, path: str, known: dict) -> List[Server]:
     """Containers, InferenceServices and production-stack entries anywhere in one document."""
     kind = text_of(get(root, "kind"))
     owner = [n for n in [text_of(get(get(root, "metadata"), "name"))] if n]

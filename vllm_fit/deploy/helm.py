@@ -80,7 +80,8 @@ def model_spec(doc: YamlDoc, layout: Layout, entry: MappingNode, path: str) -> S
                     model=text_of(url), key_style="helm")
     if isinstance(config, MappingNode) and config.value:
         if get(config, "enableChunkedPrefill") is not None:
-            words += _flag(get(config, "enableChunkedPrefill"), "--enable-chunked-prefill", "--no-enable-chunked-prefill")
+            words += _flag(get(config, "enableChunkedPrefill"), "--enable-chunked-prefill",
+                           "--no-enable-chunked-prefill")
         words += _flag(get(config, "enablePrefixCaching"), "--enable-prefix-caching", "--no-enable-prefix-caching")
         for key, flag in VALUE_KEYS:
             value = get(config, key)

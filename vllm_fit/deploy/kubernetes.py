@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import partial
 from typing import Dict, List, Optional, Tuple
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -21,7 +22,7 @@ from .images import image_entrypoint, is_vllm_image
 from .servers import Addition, Server, ServerKind, invocations
 from .vllm_args import Program
 from .words import Word
-from .yaml_doc import Layout, YamlDoc, get, items, text_of
+from .yaml_doc import Layout, YamlDoc, get, is_null, items, text_of
 
 RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
 GPU_LABEL_KEYS = re.compile(r"gpu|accelerator|nvidia\.com/gpu\.product", re.I)
@@ -89,7 +90,7 @@ def expand(word: Word, env: Env) -> Word:
 
 def _command_words(node: MappingNode, key: str, layout: Layout, path: str, env: Env) -> Optional[List[Word]]:
     value = get(node, key)
-    if value is None or isinstance(value, ScalarNode) and value.tag.endswith(":null"):
+    if is_null(value):
         return None
     if isinstance(value, SequenceNode):
         return [expand(w, env) for w in layout.words(value, "%s.%s" % (path, key))]
@@ -111,16 +112,16 @@ def container(doc: YamlDoc, layout: Layout, node: MappingNode, path: str, owner:
     argv = command + (args or [])
     runs, problem = invocations(argv, env.values)
     name = text_of(get(node, "name"))
-    base = dict(file=doc.file, path=path, kind=ServerKind.CONTAINER, image=image, gpu_labels=tuple(labels),
-                template=template)
+    base = partial(Server, doc.file, path, ServerKind.CONTAINER, image=image, gpu_labels=tuple(labels),
+                   template=template)
     if problem:
         if not (is_vllm_image(image) or "vllm" in " ".join(w.text for w in argv)):
             return []
-        return [Server(**base, names=tuple(n for n in [name, *owner] if n), label=name or "", problem=problem)]
+        return [base(names=tuple(n for n in [name, *owner] if n), label=name or "", problem=problem)]
     servers = []
     for run in runs:
         label = ", ".join(x for x in (name, run.label) if x)
-        server = Server(**base, program=run.program, words=run.words, label=label)
+        server = base(program=run.program, words=run.words, label=label)
         server.names = tuple(n for n in [name, *owner] if n)
         last = run.words[-1].after if run.words else (argv[-1].after if argv else None)
         if last is not None:
@@ -142,9 +143,9 @@ def workload_labels(node: Node) -> List[str]:
 
 def runtimes(doc: YamlDoc) -> Dict[str, MappingNode]:
     """The KServe ServingRuntimes in a file, by name."""
-    found = {}
+    found: Dict[str, MappingNode] = {}
     for root in doc.docs:
-        if text_of(get(root, "kind")) in RUNTIME_KINDS:
+        if isinstance(root, MappingNode) and text_of(get(root, "kind")) in RUNTIME_KINDS:
             name = text_of(get(get(root, "metadata"), "name"))
             if name:
                 found[name] = root
@@ -165,7 +166,7 @@ def inference_service(doc: YamlDoc, layout: Layout, root: MappingNode, path: str
     own_args = get(model, "args")
     own = layout.words(own_args, model_path + ".args") if isinstance(own_args, SequenceNode) else []
     runtime = known_runtimes.get(runtime_name or "")
-    base = dict(file=doc.file, path=model_path, kind=ServerKind.KSERVE, label=name, names=(name,))
+    base = partial(Server, doc.file, model_path, ServerKind.KSERVE, label=name, names=(name,))
     if runtime is not None:
         containers = get(get(runtime, "spec"), "containers")
         first = containers.value[0] if isinstance(containers, SequenceNode) and containers.value else None
@@ -187,10 +188,10 @@ def inference_service(doc: YamlDoc, layout: Layout, root: MappingNode, path: str
         return []
     runs, problem = invocations(argv, env.values)
     if problem or not runs:
-        return [Server(**base, problem=problem or "its runtime %s runs no vLLM server vllm-fit knows"
+        return [base(problem=problem or "its runtime %s runs no vLLM server vllm-fit knows"
                        % (runtime_name or fmt))] if (problem or runtime is not None) else []
     run = runs[-1]
-    server = Server(**base, program=run.program, words=run.words, image=image)
+    server = base(program=run.program, words=run.words, image=image)
     storage = text_of(get(model, "storageUri"))
     server.model = storage
     if own:

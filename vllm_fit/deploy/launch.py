@@ -25,7 +25,8 @@ KSERVE_ONLY = ("--model-name", "--model-id", "--model-dir", "--backend", "--pred
                "--grpc-port", "--workers", "--max-threads", "--enable-docs-url", "--configure-logging",
                "--log-config-file", "--access-log-format", "--enable-latency-logging", "--dtype-hf")
 """huggingfaceserver's own options (python/huggingfaceserver/__main__.py), not vLLM's."""
-PATH_OPTIONS = ("--config", "--chat-template", "--download-dir", "--tokenizer", "--lora-modules", "--allowed-local-media-path")
+PATH_OPTIONS = ("--config", "--chat-template", "--download-dir", "--tokenizer", "--lora-modules",
+                "--allowed-local-media-path")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 from .words import After, Place, Word
 
@@ -75,7 +75,7 @@ def split(script: str, compose: bool = False) -> List[List[_Raw]]:
         if char == "\\" and at + 1 < n and script[at + 1] == "\n":
             at += 2  # a line continuation joins the lines
             continue
-        if char == "\n" or compose and char in "\r\n":
+        if char == "\n" or (compose and char in "\r\n"):
             finish()
             if not compose:
                 commands.append([])
@@ -90,7 +90,7 @@ def split(script: str, compose: bool = False) -> List[List[_Raw]]:
                 at += 1
             continue
         operator = next((op for op in OPERATORS if script.startswith(op, at)), None)
-        if operator and word is None or operator and word is not None:
+        if (operator and word is None) or (operator and word is not None):
             finish()
             commands.append([])
             at += len(operator)
@@ -275,7 +275,7 @@ def _expand(raw: _Raw, script: Word, env: Mapping[str, Word], positional: Sequen
         fields[-1].after = After(end, Place.INLINE, path=script.path)
     quoted = any(p.quoted for p in raw.pieces)
     return [Word("".join(c for c, _ in f.chars), tuple(o for _, o in f.chars), f.after if i == len(fields) - 1
-                 or f.after is not None and f.after.place is not Place.INLINE else None, unknown, script.path)
+                 or (f.after is not None and f.after.place is not Place.INLINE) else None, unknown, script.path)
             for i, f in enumerate(fields) if f.chars or (quoted and len(fields) == 1)]
 
 

@@ -63,7 +63,7 @@ class Word:
     token: Optional[Token] = None
 
     @staticmethod
-    def made(text: str, unknown: str = "") -> "Word":
+    def made(text: str, unknown: str = "") -> Word:
         """A word the runtime makes up (a chart's own flag, an image's entrypoint): not in the file."""
         return Word(text, (-1,) * len(text), unknown=unknown)
 
@@ -75,7 +75,7 @@ class Word:
             return None
         return offsets[0], offsets[-1] + 1
 
-    def sliced(self, start: int, end: int) -> "Word":
+    def sliced(self, start: int, end: int) -> Word:
         """Part of the word (the value of `--flag=value`): no longer a whole scalar."""
         return replace(self, text=self.text[start:end], offsets=self.offsets[start:end], token=None)
 

@@ -133,6 +133,11 @@ def get(node: Optional[Node], key: str) -> Optional[Node]:
     return None
 
 
+def is_null(node: Optional[Node]) -> bool:
+    """An absent value or YAML's null (`key:`, `key: null`, `~`)."""
+    return node is None or (isinstance(node, ScalarNode) and (node.tag or "").endswith(":null"))
+
+
 def text_of(node: Optional[Node]) -> Optional[str]:
     """A scalar's text (None for anything else, and for YAML's null)."""
     if isinstance(node, ScalarNode) and node.tag != "tag:yaml.org,2002:null":

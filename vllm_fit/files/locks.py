@@ -48,7 +48,8 @@ def _lock(fd: int, path: Path, exclusive: bool, wait_s: float) -> None:
 
 
 def _read(fd: int, path: Path, what: str) -> bytes:
-    chunks, size = [], 0
+    chunks: List[bytes] = []
+    size = 0
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:
@@ -60,7 +61,8 @@ def _read(fd: int, path: Path, what: str) -> bytes:
 
 
 @contextlib.contextmanager
-def locked_files(paths: List[Path], exclusive: bool, what: str, wait_s: float = LOCK_WAIT_S) -> Iterator[Dict[Path, Locked]]:
+def locked_files(paths: List[Path], exclusive: bool, what: str,
+                 wait_s: float = LOCK_WAIT_S) -> Iterator[Dict[Path, Locked]]:
     """Every file locked and read; the locks are held until the block ends."""
     held: List[int] = []
     found: Dict[Path, Locked] = {}

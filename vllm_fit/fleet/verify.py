@@ -97,7 +97,7 @@ def verify_config(path: Path, plan: TrialPlan, tolerance: float, listener: Liste
             "kv_cache_tokens": now, "duration_s": record.duration_s, "trial": record.to_json()}
 
 
-def verify_launch(target: "Launch", plan: TrialPlan, listener: Listener, index: int) -> Dict[str, Any]:
+def verify_launch(target: Launch, plan: TrialPlan, listener: Listener, index: int) -> Dict[str, Any]:
     """One launch of a deployment's server, as its runtime runs it (host and port replaced)."""
     kwargs: Dict[str, Any] = {"model": target.model, "max_model_len": target.max_model_len or 0,
                               "served_model_name": target.served_name}
@@ -123,9 +123,9 @@ Target = Union[Path, "Launch"]
 def targets_of(paths: List[Path], maps: Mapping[str, str]) -> List[Target]:
     """What each file asks to verify: a --config YAML itself, or every server of a deployment file (all of
     them read and checked here, before the first launch)."""
-    from ..deploy.config_file import looks_like_config  # noqa: PLC0415 (ruamel.yaml only where needed)
-    from ..deploy.deployment import read_deployment  # noqa: PLC0415
-    from ..deploy.launch import server_launch  # noqa: PLC0415
+    from ..deploy.config_file import looks_like_config
+    from ..deploy.deployment import read_deployment
+    from ..deploy.launch import server_launch
 
     found: List[Target] = []
     for path in paths:
