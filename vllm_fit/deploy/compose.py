@@ -17,9 +17,10 @@ from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from . import shell
 from .images import image_entrypoint
+from .layout import Layout
 from .servers import Addition, Server, ServerKind, invocations
 from .words import Word
-from .yaml_doc import Layout, YamlDoc, get, is_null, items, text_of
+from .yaml_doc import YamlDoc, get, is_null, items, text_of
 
 INTERPOLATION = re.compile(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)")
 

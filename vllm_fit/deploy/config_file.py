@@ -8,10 +8,11 @@ from typing import List
 
 from ruamel.yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from .layout import Layout
 from .servers import Addition, Server, ServerKind
 from .vllm_args import KNOWN, NO_VALUE, Program
 from .words import Word
-from .yaml_doc import Layout, YamlDoc, items, plain
+from .yaml_doc import YamlDoc, items, plain
 
 NOT_CONFIG = ("apiVersion", "kind", "services", "spec", "metadata", "servingEngineSpec")
 

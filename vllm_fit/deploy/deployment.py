@@ -12,9 +12,10 @@ from .compose import services
 from .config_file import config_server, looks_like_config
 from .helm import model_specs
 from .kubernetes import RUNTIME_KINDS, container, inference_service, runtimes, workload_labels
+from .layout import Layout
 from .servers import Server, normal_model
 from .vllm_args import model_of, served_names
-from .yaml_doc import Layout, YamlDoc, get, items, text_of
+from .yaml_doc import YamlDoc, get, items, text_of
 
 
 @dataclass

@@ -16,10 +16,11 @@ from typing import List, Optional
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from .layout import Layout
 from .servers import Addition, Server, ServerKind
 from .vllm_args import Program
 from .words import Word
-from .yaml_doc import Layout, YamlDoc, get, text_of
+from .yaml_doc import YamlDoc, get, text_of
 
 VALUE_KEYS = (("maxModelLen", "--max-model-len"), ("dtype", "--dtype"),
               ("tensorParallelSize", "--tensor-parallel-size"), ("maxNumSeqs", "--max-num-seqs"),

@@ -19,10 +19,11 @@ from typing import Dict, List, Optional, Tuple
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .images import image_entrypoint, is_vllm_image
+from .layout import Layout
 from .servers import Addition, Server, ServerKind, invocations
 from .vllm_args import Program
 from .words import Word
-from .yaml_doc import Layout, YamlDoc, get, is_null, items, text_of
+from .yaml_doc import YamlDoc, get, is_null, items, text_of
 
 RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
 GPU_LABEL_KEYS = re.compile(r"gpu|accelerator|nvidia\.com/gpu\.product", re.I)

@@ -18,9 +18,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import one_line
 from . import shell
+from .layout import KeySlot
 from .vllm_args import Args, Program, parse, program_of
 from .words import After, Word
-from .yaml_doc import KeySlot
 
 SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
 
