@@ -348,3 +348,20 @@ def test_index_entries_are_checked_like_any_input(tmp_path, entry, config):
     done = apply(tmp_path, "idx", "--to", "d.yaml")
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert (tmp_path / "d.yaml").read_text() == deployment
+
+
+@pytest.mark.parametrize("values, expected", [
+    ("      vllmConfig:\n        maxModelLen: 4096 # tuned\n",
+     "      vllmConfig:\n        maxModelLen: 8192 # tuned\n        extraArgs: [\"--kv-cache-memory-bytes\", \"8589934592\"]\n"),
+    ("      vllmConfig: {maxModelLen: 4096, extraArgs: []}\n",
+     "      vllmConfig: {maxModelLen: 8192, extraArgs: [\"--kv-cache-memory-bytes\", \"8589934592\"]}\n"),
+])
+def test_the_kv_size_goes_into_extra_args_which_is_created_if_absent(tmp_path, values, expected):
+    """production-stack has no vllmConfig key for kv-cache-memory-bytes: extraArgs carries it."""
+    head = "servingEngineSpec:\n  modelSpec:\n    - name: a\n      modelURL: org/m\n"
+    write(tmp_path, "v.yaml", head + values)
+    (tmp_path / "fit.yaml").write_text("# vllm: 0.32.0\nmodel: org/m\nmax-model-len: 8192\n"
+                                       "kv-cache-memory-bytes: 8589934592\n")
+    done = apply(tmp_path, "fit.yaml", "--to", "v.yaml")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "v.yaml").read_text() == head + expected

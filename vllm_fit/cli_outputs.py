@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import click
 
@@ -170,8 +170,11 @@ def apply_command(source: str, more: List[str], targets: List[str], check: bool,
         click.echo(result.diff, nl=False)
     for result in results:
         state = "unchanged" if result.after == result.before else "differs" if check else "updated"
-        detail = "; ".join("%s %s %s -> %s" % (c.server.where, c.option, c.old if c.old is not None else "(unset)",
-                                               c.new) for c in result.changes)
+        by_server: Dict[str, List[str]] = {}
+        for change in result.changes:
+            by_server.setdefault(change.server.where, []).append("%s %s -> %s" % (
+                change.option, change.old if change.old is not None else "(unset)", change.new))
+        detail = "; ".join("%s: %s" % (where, ", ".join(items)) for where, items in by_server.items())
         click.echo("%s: %s (%d server%s)%s" % (result.path, state, result.matched, "" if result.matched == 1 else "s",
                                                ": " + detail if detail else ""), err=True)
     return _exit(ExitCode.NO_FIT if check and differ else ExitCode.OK)

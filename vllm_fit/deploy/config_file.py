@@ -17,12 +17,13 @@ from .yaml_doc import YamlDoc, items, plain
 NOT_CONFIG = ("apiVersion", "kind", "services", "spec", "metadata", "servingEngineSpec")
 
 
-def looks_like_config(root: object) -> bool:
-    """A flat mapping of vLLM options with a model: what `vllm serve --config` reads."""
+def looks_like_config(root: object, with_model: bool = True) -> bool:
+    """A mapping of vLLM options (with a model, unless `with_model` is False): what `vllm serve --config`
+    reads."""
     if not isinstance(root, MappingNode):
         return False
     keys = [name for name, _ in items(root)]
-    if "model" not in keys or any(k in NOT_CONFIG for k in keys):
+    if ("model" not in keys and with_model) or not keys or any(k in NOT_CONFIG for k in keys):
         return False
     known = [k for k in keys if "--" + k.replace("_", "-") in KNOWN]
     return len(known) * 3 >= len(keys) * 2

@@ -83,8 +83,8 @@ class YamlDoc:
         for key, _ in node.value:
             if isinstance(key, ScalarNode) and key.tag != MERGE_TAG:
                 if key.value in seen:
-                    raise BadInput("%s, line %d: the key %r appears twice in one mapping; YAML and Kubernetes"
-                                   " refuse that, fix the file" % (self.file, key.start_mark.line + 1, key.value))
+                    raise BadInput("%s, line %d: duplicate key %r in one mapping; YAML and Kubernetes refuse"
+                                   " that, fix the file" % (self.file, key.start_mark.line + 1, key.value))
                 seen.add(key.value)
 
     def scalar(self, node: ScalarNode) -> Scalar:

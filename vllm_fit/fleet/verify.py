@@ -130,7 +130,7 @@ def targets_of(paths: List[Path], maps: Mapping[str, str]) -> List[Target]:
     found: List[Target] = []
     for path in paths:
         deployment = read_deployment(read_input_text(path, "file to verify"), str(path), path)
-        if len(deployment.doc.docs) == 1 and looks_like_config(deployment.doc.docs[0]):
+        if len(deployment.doc.docs) == 1 and looks_like_config(deployment.doc.docs[0], with_model=False):
             read_config(path)  # refuse a broken config before launching anything
             found.append(path)
             continue
