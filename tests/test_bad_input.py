@@ -283,7 +283,21 @@ BATCH = [
                                            "127.0.0.1:6379"], 2, "--executor ray", fleet(entry())),
 ]
 
+DEPLOYMENT = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: v\n"
+              "      image: vllm/vllm-openai:v0.32.0\n      args: [/mnt/models, --max-model-len, '1024']\n")
+
 VERIFY = [
+    Case("verify deployment unmapped path", ["verify", "{tmp}/c.yaml", "--python", "{python}"], 2,
+         "--map-path /mnt/models=DIR", serve_config(DEPLOYMENT)),
+    Case("verify map-path malformed", ["verify", "{tmp}/c.yaml", "--python", "{python}", "--map-path", "models"], 2,
+         "CONTAINER_PATH=LOCAL_PATH", serve_config(DEPLOYMENT)),
+    Case("verify map-path missing folder", ["verify", "{tmp}/c.yaml", "--python", "{python}", "--map-path",
+                                            "/mnt/models={tmp}/nowhere"], 2, "does not exist", serve_config(DEPLOYMENT)),
+    Case("verify deployment via llm", ["verify", "{tmp}/c.yaml", "--python", "{python}", "--via", "llm", "--map-path",
+                                       "/mnt/models={model}"], 2, "--via llm applies to --config",
+         serve_config(DEPLOYMENT)),
+    Case("verify no server", ["verify", "{tmp}/c.yaml", "--python", "{python}"], 2, "holds no vLLM server",
+         serve_config("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n")),
     Case("verify missing config", ["verify", "{tmp}/none.yaml", "--python", "{python}"], 2, "none.yaml"),
     Case("verify unknown via", ["verify", "{tmp}/c.yaml", "--python", "{python}", "--via", "rpc"], 2, "rpc",
          serve_config("model: m\nmax-model-len: 8\n")),
