@@ -105,6 +105,9 @@ EDITS: List[Tuple[str, str, int, float, str, List[str], List[str]]] = [
      ["      maxModelLen: 1024", "      gpuMemoryUtilization: 0.5"]),
     ("pstack-values-25-v100-single-gpu.yaml", "Qwen/Qwen2.5-0.5B-Instruct", 32768, 0.9, "",
      ["      maxModelLen: 16384"], ["      maxModelLen: 32768"]),
+    ("kubeai-llama-3.1-8b-fp8-l4.yaml", "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", 20480, 0.93, "",
+     ["    - --max-model-len=16384", "    - --gpu-memory-utilization=0.9"],
+     ["    - --max-model-len=20480", "    - --gpu-memory-utilization=0.93"]),
 ]
 
 
@@ -164,7 +167,8 @@ REFUSALS: List[Tuple[str, str, str, str]] = [
     ("kserve-vllmserver-runtime.yaml", "org/model", "", "a template; apply the fit to the InferenceService"),
     ("kuberay-ray-service-vllm.yaml", "meta-llama/Meta-Llama-3-8B-Instruct", "",
      "line 21 names meta-llama/Meta-Llama-3-8B-Instruct, but not in a vLLM command line"),
-    ("openshift-llm-d-llminferenceservice.yaml", "Qwen/Qwen3-0.6B", "", "line 14 names Qwen/Qwen3-0.6B"),
+    ("openshift-llm-d-llminferenceservice.yaml", "Qwen/Qwen3-0.6B", "", "line 13 names Qwen/Qwen3-0.6B"),
+    ("kubeai-deepseek-ollama.yaml", "deepseek-r1:1.5b", "", "but not in a vLLM command line"),
     ("compose-tp-folded.yaml", "meta-llama/Llama-3.3-70B-Instruct", "",
      "the image vllm/vllm-openai:v0.6.3.post1 runs vLLM 0.6.3, the fit was found on 0.32.0"),
 ]

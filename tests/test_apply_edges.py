@@ -352,7 +352,8 @@ def test_index_entries_are_checked_like_any_input(tmp_path, entry, config):
 
 @pytest.mark.parametrize("values, expected", [
     ("      vllmConfig:\n        maxModelLen: 4096 # tuned\n",
-     "      vllmConfig:\n        maxModelLen: 8192 # tuned\n        extraArgs: [\"--kv-cache-memory-bytes\", \"8589934592\"]\n"),
+     "      vllmConfig:\n        maxModelLen: 8192 # tuned\n"
+     "        extraArgs: [\"--kv-cache-memory-bytes\", \"8589934592\"]\n"),
     ("      vllmConfig: {maxModelLen: 4096, extraArgs: []}\n",
      "      vllmConfig: {maxModelLen: 8192, extraArgs: [\"--kv-cache-memory-bytes\", \"8589934592\"]}\n"),
 ])

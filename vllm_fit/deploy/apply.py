@@ -116,7 +116,8 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
                         % (", ".join(str(d.path) for d in deployments), fits, one_line(seen, 300)))
     for deployment in deployments:
         for fit in source.fits:
-            named = re.search(r"(?<![\w./-])%s(?![\w./-])" % re.escape(fit.model), deployment.text)
+            named = re.search(r"(?:^|(?<=[\s\"'=:\[,])|(?<=://))%s(?![\w./-])" % re.escape(fit.model),
+                              deployment.text, re.M)
             if named:
                 line = deployment.text.count("\n", 0, named.start()) + 1
                 return BadInput("%s, line %d names %s, but not in a vLLM command line vllm-fit reads (a Ray Serve"
@@ -127,7 +128,8 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
         return BadInput("%s holds only the KServe runtime %s, a template; apply the fit to the InferenceService"
                         " that uses it" % (templates[0].file, templates[0].where))
     return BadInput("no vLLM server in %s (Kubernetes containers, compose services, production-stack values,"
-                    " KServe InferenceServices, --config YAML)" % ", ".join(str(d.path) for d in deployments))
+                    " KServe InferenceServices, KubeAI Models, --config YAML)"
+                    % ", ".join(str(d.path) for d in deployments))
 
 
 def apply_files(source: Source, paths: List[Path], check: bool, allow_mismatch: bool) -> List[FileResult]:

@@ -11,7 +11,7 @@ from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 from .compose import services
 from .config_file import config_server, looks_like_config
 from .helm import model_specs
-from .kubernetes import RUNTIME_KINDS, container, inference_service, runtimes, workload_labels
+from .kubernetes import RUNTIME_KINDS, container, inference_service, kubeai_model, runtimes, workload_labels
 from .layout import Layout
 from .servers import Server, normal_model
 from .vllm_args import model_of, served_names
@@ -61,6 +61,8 @@ def _walk(doc: YamlDoc, layout: Layout, root: MappingNode, path: str, known: dic
     found: List[Server] = []
     if kind == "InferenceService":
         found += inference_service(doc, layout, root, path, known)
+    if kind == "Model" and (text_of(get(root, "apiVersion")) or "").startswith("kubeai.org/"):
+        return kubeai_model(doc, layout, root, path)
     stack: List[Tuple[Node, str, List[str]]] = [(root, "", [])]
     while stack:
         node, where, labels = stack.pop()

@@ -5,8 +5,9 @@ item is one word; `$(VAR)` is expanded from the container's `env` (earlier entri
 values, `$$` an escaped `$`, an undefined name left as written), before any shell sees it. A KServe
 InferenceService's predictor `model` runs its ServingRuntime's container with the runtime's args
 first and its own `args` after them, `{{.Name}}` rendered; the runtime is the one named in the same
-files, else KServe's default for the model format. Values that only the cluster knows (`valueFrom`,
-`envFrom`) leave a word unknown.
+files, else KServe's default for the model format. A KubeAI Model with the VLLM engine runs the
+api_server with its own `args` last. Values that only the cluster knows (`valueFrom`, `envFrom`) leave
+a word unknown.
 """
 
 from __future__ import annotations
@@ -214,3 +215,27 @@ def _rendered(word: Word, name: str) -> Word:
     services share, so none of their characters is editable from a service."""
     text = word.text.replace("{{.Name}}", name).replace("{{ .Name }}", name)
     return Word.made(text, word.unknown)
+
+
+def kubeai_model(doc: YamlDoc, layout: Layout, root: MappingNode, path: str) -> List[Server]:
+    """A KubeAI Model with the VLLM engine: `python3 -m vllm.entrypoints.openai.api_server --model=REPO
+    --served-model-name=NAME` and then the Model's `args` (internal/modelcontroller/engine_vllm.go)."""
+    spec = get(root, "spec")
+    if (text_of(get(spec, "engine")) or "").upper() != "VLLM" or not isinstance(spec, MappingNode):
+        return []
+    name = text_of(get(get(root, "metadata"), "name")) or ""
+    url = text_of(get(spec, "url")) or ""
+    own_args = get(spec, "args")
+    spec_path = "%s, spec" % path
+    own = layout.words(own_args, spec_path + ".args") if isinstance(own_args, SequenceNode) else []
+    made = [Word.made("--model=" + re.sub(r"^[a-z0-9]+://", "", url)), Word.made("--served-model-name=" + name)]
+    profile = (text_of(get(spec, "resourceProfile")) or "").split(":")[0]
+    server = Server(doc.file, spec_path, ServerKind.KUBEAI, Program.API_SERVER, tuple(made + own), (name,),
+                    url or None, gpu_labels=(profile,) if profile else (), label=name)
+    if own and own[-1].after is not None:
+        server.additions["*"] = Addition(after=own[-1].after)
+    else:
+        slot = layout.key_slot(spec, spec_path)
+        if slot is not None:
+            server.additions["*"] = Addition(slot=slot, key="args", new_list=True)
+    return [server]

@@ -32,6 +32,7 @@ class ServerKind(Enum):
     COMPOSE = "compose service"
     HELM = "production-stack modelSpec entry"
     KSERVE = "KServe InferenceService"
+    KUBEAI = "KubeAI Model"
     CONFIG = "vllm serve --config file"
 
 
