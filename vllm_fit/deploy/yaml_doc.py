@@ -18,11 +18,9 @@ from ruamel.yaml.error import YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import BadInput, one_line
+from ..files.yaml_text import check_graph, node_children
 from .scalars import scalar_offsets
 
-MAX_EXPANDED_NODES = 200_000
-"""Nodes a file may hold with every alias expanded (a large values file has a few thousand)."""
-MAX_DEPTH = 64
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
@@ -52,31 +50,8 @@ class YamlDoc:
 
     def _check(self, root: Node) -> None:
         """Refuse cycles, deep nesting, duplicate keys and documents that expand past the bound."""
-        sizes: Dict[int, int] = {}
-        stack: List[Tuple[Node, int, bool]] = [(root, 1, False)]
-        open_nodes: set = set()
-        while stack:
-            node, depth, done = stack.pop()
-            key = id(node)
-            if done:
-                open_nodes.discard(key)
-                sizes[key] = 1 + sum(sizes[id(child)] for child in _children(node))
-                if sizes[key] > MAX_EXPANDED_NODES:
-                    raise BadInput("%s expands to more than %d YAML nodes through its aliases (an alias bomb?);"
-                                   " vllm-fit refuses it" % (self.file, MAX_EXPANDED_NODES))
-                continue
-            if key in sizes:
-                continue
-            if key in open_nodes:
-                raise BadInput("%s holds a YAML alias that contains itself (line %d); vllm-fit refuses it"
-                               % (self.file, node.start_mark.line + 1))
-            if depth > MAX_DEPTH:
-                raise BadInput("%s is nested more than %d levels deep; no deployment file is" % (self.file, MAX_DEPTH))
-            if isinstance(node, MappingNode):
-                self._check_keys(node)
-            open_nodes.add(key)
-            stack.append((node, depth, True))
-            stack.extend((child, depth + 1, False) for child in _children(node) if id(child) not in sizes)
+        check_graph(root, node_children, self.file,
+                    on_node=lambda node: self._check_keys(node) if isinstance(node, MappingNode) else None)
 
     def _check_keys(self, node: MappingNode) -> None:
         seen = set()
@@ -94,14 +69,6 @@ class YamlDoc:
             found = Scalar(node.value, scalar_offsets(self.text, node), node)
             self._scalars[id(node)] = found
         return found
-
-
-def _children(node: Node) -> List[Node]:
-    if isinstance(node, MappingNode):
-        return [child for pair in node.value for child in pair]
-    if isinstance(node, SequenceNode):
-        return list(node.value)
-    return []
 
 
 def items(node: Node) -> List[Tuple[str, Node]]:
