@@ -70,6 +70,7 @@ def default_signals() -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 # --- real vLLM (CPU backend) ------------------------------------------------------------------

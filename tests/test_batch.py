@@ -15,7 +15,9 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 import yaml
+from conftest import default_signals
 
 FLEET = """
 defaults:
@@ -207,3 +209,25 @@ def test_an_entry_with_a_broken_model_config_is_an_entry_result(fake_world, fake
     entries = {e["name"]: e for e in json.loads((tmp_path / "out" / "index.json").read_text())["entries"]}
     assert entries["bad"]["status"] == "error" and "config.json" in entries["bad"]["message"]
     assert entries["good"]["status"] == "fit"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_batch_interrupted_in_its_first_entry_writes_its_index(sig, fake_world, fake_model, tmp_path):
+    """A closed terminal (SIGHUP) or SIGTERM during the first entry: exit 130, the index marks it interrupted."""
+    env = fake_world(mode="hang_start")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("defaults: {kv_cache_memory: 1GiB}\nmodels:\n  - {model: '%s', name: first}\n"
+                     "  - {model: '%s', name: second}\n" % (fake_model, fake_model))
+    tool = subprocess.Popen([sys.executable, "-m", "vllm_fit", "batch", str(fleet), "--out-dir", str(tmp_path / "out")],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=default_signals)
+    locks = Path(env["VLLM_FIT_CACHE_DIR"]) / "journals"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(locks.glob("*.lock")):
+        time.sleep(0.1)
+    time.sleep(1.0)  # the first trial is running (the fake engine hangs at start)
+    tool.send_signal(sig)
+    _, err = tool.communicate(timeout=60)
+    assert tool.returncode == 130, err
+    entries = json.loads((tmp_path / "out" / "index.json").read_text())["entries"]
+    assert [(e["name"], e["status"]) for e in entries] == [("first", "interrupted")]

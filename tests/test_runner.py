@@ -64,7 +64,7 @@ def test_trial_environment_removes_the_cpu_kv_override_and_forces_plain_logs():
     assert runner.trial_environment({"VLLM_LOGGING_LEVEL": "DEBUG"})["VLLM_LOGGING_LEVEL"] == "DEBUG"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake_model, tmp_path):
     env = fake_world(mode="hang_start", helper_ignores_sigterm=True)
     work = tmp_path / "work"

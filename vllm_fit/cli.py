@@ -203,8 +203,12 @@ def _internal_error(exc: BaseException) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Console entry point: one-line errors, documented exit codes."""
+    """Console entry point: one-line errors, documented exit codes. SIGTERM, and SIGHUP unless it is
+    ignored (nohup), end the run as Ctrl-C does: trials stopped, reports and index written, exit 130."""
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    hangup = signal.getsignal(signal.SIGHUP)
+    if hangup is not signal.SIG_IGN:
+        signal.signal(signal.SIGHUP, _raise_interrupt)
     try:
         code = cli.main(args=argv, prog_name="vllm-fit", standalone_mode=False)
     except click.exceptions.UsageError as exc:
@@ -230,5 +234,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         code = _internal_error(exc)
     finally:
         signal.signal(signal.SIGTERM, previous)
+        if hangup is not signal.SIG_IGN:
+            signal.signal(signal.SIGHUP, hangup)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -125,6 +125,14 @@ def _base(entry: FleetEntry) -> Dict[str, Any]:
             "cached": False, "config": None, "report": None}
 
 
+class EntryInterrupted(KeyboardInterrupt):
+    """The batch was interrupted during an entry; `result` is the entry as the index keeps it."""
+
+    def __init__(self, result: Dict[str, Any]):
+        super().__init__()
+        self.result = result
+
+
 def run_entry(entry: FleetEntry, listener: Listener, settings: BatchSettings) -> Dict[str, Any]:
     """Search one entry and write its files; an entry that cannot run is an `error` entry, not the end."""
     started = time.monotonic()
@@ -132,10 +140,18 @@ def run_entry(entry: FleetEntry, listener: Listener, settings: BatchSettings) ->
         outcome = search_entry(entry, listener, settings)
     except FitError as exc:
         return error_result(entry, str(exc), time.monotonic() - started)
+    except KeyboardInterrupt:
+        raise EntryInterrupted(interrupted_result(entry, time.monotonic() - started)) from None
     result = entry_result(entry, outcome, settings.out_dir, time.monotonic() - started)
-    if outcome.interrupted:  # its report is written; the batch ends here (the index keeps the entries done)
-        raise KeyboardInterrupt
+    if outcome.interrupted:  # its report is written; the batch ends here with this entry in the index
+        raise EntryInterrupted(dict(result, status=EntryStatus.INTERRUPTED.value,
+                                    message="interrupted; the report keeps the trials that finished"))
     return result
+
+
+def interrupted_result(entry: FleetEntry, wall_time_s: float) -> Dict[str, Any]:
+    return dict(_base(entry), status=EntryStatus.INTERRUPTED.value, message="interrupted before its search ran",
+                wall_time_s=round(wall_time_s, 2))
 
 
 def regression(entry: IndexEntry, before: Optional[IndexEntry], tolerance: float) -> Optional[str]:
@@ -184,8 +200,17 @@ def run_batch(entries: List[FleetEntry], settings: BatchSettings, listener: List
     done: List[IndexEntry] = []
     for entry in entries:
         listener.note("== %s (%s)" % (entry.name, entry.request.model))
-        done.append(finish_entry(run(entry, listener, settings), settings, listener))
+        started = time.monotonic()
+        try:
+            result = run(entry, listener, settings)
+        except EntryInterrupted as stop:
+            result = stop.result
+        except KeyboardInterrupt:
+            result = interrupted_result(entry, time.monotonic() - started)
+        done.append(finish_entry(result, settings, listener))
         write_outputs(settings.out_dir, new_index(done, settings.fleet, settings.shard))
+        if done[-1].status is EntryStatus.INTERRUPTED:
+            raise KeyboardInterrupt
     index = new_index(done, settings.fleet, settings.shard)
     write_outputs(settings.out_dir, index)
     return index

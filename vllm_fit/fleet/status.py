@@ -19,6 +19,8 @@ class EntryStatus(str, Enum):
     NO_FIT = "no_fit"
     ERROR = "error"
     REGRESSED = "regressed"
+    INTERRUPTED = "interrupted"
+    """Ctrl-C, SIGTERM or SIGHUP stopped the batch during this entry (its finished trials are in its report)."""
 
     @property
     def verdict(self) -> Verdict:
