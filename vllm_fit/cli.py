@@ -226,8 +226,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EPIPE, errno.EIO, errno.EBADF):
             code = _internal_error(exc)
+        elif exc.filename:
+            _say("vllm-fit: error: cannot write %s (%s); free space there or choose another place"
+                 % (exc.filename, exc.strerror or exc))
+            code = int(ExitCode.ENVIRONMENT)
         else:  # the terminal or the file standard output goes to is full or gone: files written stay
-            _say("vllm-fit: error: cannot write the output (%s); free space or point standard output"
+            _say("vllm-fit: error: cannot write to standard output (%s); free space or point standard output"
                  " elsewhere" % (exc.strerror or exc))
             code = int(ExitCode.ENVIRONMENT)
     except Exception as exc:  # never a traceback: one line and a debug log

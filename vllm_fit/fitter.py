@@ -67,9 +67,8 @@ def run_search(prepared: Prepared, listener: Optional[Listener] = None, objectiv
             journal = store.journal(key) if store is not None else None
             outcome = _search(prepared, listener, objective or objective_for(prepared), journal, force, inputs,
                               key, run)
-            if store is not None and journal is not None and outcome.result.complete:
-                if outcome.result.fit is not None:
-                    store.store(key, outcome.report)
+            if store is not None and journal is not None and outcome.result.complete and (
+                    outcome.result.fit is None or store.keep(key, outcome.report, listener.note)):
                 journal.remove()  # after the cache holds the fit: a kill in between loses nothing
     if not prepared.request.explore or outcome.interrupted:
         return outcome
@@ -95,7 +94,7 @@ def _search(prepared: Prepared, listener: Listener, objective: Objective, journa
     started = time.monotonic()
     with run_folder(request.work_dir) as work_dir:
         result = run_study(trial_plan(prepared, work_dir), objective, listener, records=earlier, run=run,
-                           on_record=journal.append if journal is not None else lambda record: None)
+                           on_record=journal.recorder(listener.note) if journal is not None else lambda record: None)
     result = replace(result, notes=list(prepared.notes) + result.notes)
     report = report_of_study(prepared, result, key, inputs, len(earlier), time.monotonic() - started)
     for line in (report.diagnosis or {}).get("lines", []):

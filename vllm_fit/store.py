@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional
 
-from .errors import BadInput, EnvironmentProblem
+from .errors import BadInput, EnvironmentProblem, FitError, one_line
 from .files.atomic import write_text_atomic
 from .files.reading import open_regular, parse_json, read_input_bytes
 from .outcome import Outcome
@@ -29,11 +29,16 @@ Note = Callable[[str], None]
 
 
 def default_cache_dir(env: Mapping[str, str]) -> Path:
-    """$VLLM_FIT_CACHE_DIR, else $XDG_CACHE_HOME/vllm-fit, else ~/.cache/vllm-fit."""
-    if env.get("VLLM_FIT_CACHE_DIR"):
-        return Path(env["VLLM_FIT_CACHE_DIR"])
-    base = env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "vllm-fit"
+    """$VLLM_FIT_CACHE_DIR, else $XDG_CACHE_HOME/vllm-fit, else ~/.cache/vllm-fit. A relative path from the
+    environment is refused (it would put a cache wherever the tool happens to run; XDG requires absolute)."""
+    for name in ("VLLM_FIT_CACHE_DIR", "XDG_CACHE_HOME"):
+        value = env.get(name)
+        if value and not os.path.isabs(os.path.expanduser(value)):
+            raise BadInput("%s=%s is a relative path; set it to an absolute one, or pass --cache-dir DIR"
+                           % (name, one_line(value, 200)))
+        if value:
+            return Path(os.path.expanduser(value)) / ("" if name == "VLLM_FIT_CACHE_DIR" else "vllm-fit")
+    return Path(os.path.expanduser("~")) / ".cache" / "vllm-fit"
 
 
 def check_cache_dir(root: Path, chosen: bool = False) -> Path:
@@ -107,6 +112,23 @@ class Journal:
             handle.flush()
             os.fsync(handle.fileno())
 
+    def recorder(self, note: Note) -> Callable[[TrialRecord], None]:
+        """`append` for a study: a journal that cannot be written (a full disk) is a warning once, and the
+        search goes on without resume."""
+        failed: List[BaseException] = []
+
+        def append(record: TrialRecord) -> None:
+            if failed:
+                return
+            try:
+                self.append(record)
+            except (OSError, FitError) as exc:
+                failed.append(exc)
+                note("warning: the journal %s cannot be written (%s); this search goes on, but cannot be resumed"
+                     % (self.path, one_line(str(exc), 200)))
+
+        return append
+
     def remove(self) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
@@ -157,6 +179,17 @@ class FitStore:
     def store(self, fingerprint: str, report: SearchReport) -> Path:
         data = dict(report.to_json(), schema=SCHEMA)
         return write_text_atomic(self._fit_path(fingerprint), json.dumps(data, indent=1, default=str) + "\n")
+
+    def keep(self, fingerprint: str, report: SearchReport, note: Note) -> bool:
+        """Store the fit; a cache that cannot be written (a full disk) costs the cache, not the fit: a
+        warning, and the caller still writes --out and --report."""
+        try:
+            self.store(fingerprint, report)
+        except (OSError, FitError) as exc:
+            note("warning: the fit was not cached (%s); --out and --report are still written"
+                 % one_line(str(exc), 300))
+            return False
+        return True
 
     def journal(self, fingerprint: str) -> Journal:
         return Journal(self.root / "journals" / (fingerprint + ".jsonl"), fingerprint)

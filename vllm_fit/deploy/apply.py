@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from ..errors import BadInput, EnvironmentProblem, one_line
-from ..files.atomic import Pending, prepare
+from ..files.atomic import Pending, WriteFailed, prepare
 from ..files.locks import Locked, locked_files
 from .deployment import Deployment, read_deployment
 from .edits import Change, Planner, read_number
@@ -159,20 +159,19 @@ def write_all(results: Sequence[FileResult], contents: dict) -> None:
         for result in changed:
             locked: Locked = contents[result.path]
             pending.append(prepare(result.path, result.after.encode("utf-8"), locked.mode & 0o1777))
-    except OSError as exc:
+    except WriteFailed as exc:
         for item in pending:
             item.discard()
-        failed = changed[len(pending)].path
-        raise EnvironmentProblem("cannot write %s (%s); no file was changed" % (failed, exc.strerror or exc)) from None
+        raise EnvironmentProblem("cannot write %s (%s); no file was changed" % (exc.path, exc.reason)) from None
     done: List[FileResult] = []
     try:
         for item, result in zip(pending, changed):
             item.commit()
             done.append(result)
-    except OSError as exc:
-        for item in pending[len(done):]:
+    except WriteFailed as exc:
+        for item in pending[len(done) + 1:]:
             item.discard()
         for result in done:  # put back what was already renamed into place
             prepare(result.path, result.before.encode("utf-8"), contents[result.path].mode & 0o1777).commit()
         raise EnvironmentProblem("cannot replace %s (%s); the files written before it were restored"
-                                 % (changed[len(done)].path, exc.strerror or exc)) from None
+                                 % (exc.path, exc.reason)) from None

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Union
 
+from ..errors import EnvironmentProblem
 from .paths import check_output
 
 
@@ -67,6 +68,9 @@ class Pending:
     def commit(self) -> None:
         try:
             os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.discard()
+            raise WriteFailed(self.path, exc) from None
         except BaseException:
             self.discard()
             raise
@@ -77,12 +81,25 @@ class Pending:
             os.unlink(self.tmp)
 
 
+class WriteFailed(EnvironmentProblem):
+    """A file could not be written (a full disk, a file-size limit, a read-only folder); it names the file,
+    which still holds what it held before."""
+
+    def __init__(self, path: Path, exc: OSError):
+        super().__init__("cannot write %s (%s); free space there or choose another place"
+                         % (path, exc.strerror or exc))
+        self.path, self.reason = path, exc.strerror or str(exc)
+
+
 def prepare(path: Union[str, Path], data: bytes, mode: Optional[int] = None) -> Pending:
-    """Write `data` to a temporary file beside `path`, synced, with its final mode (OSError as the disk
-    says: nothing at `path` has changed)."""
+    """Write `data` to a temporary file beside `path`, synced, with its final mode (WriteFailed naming the
+    file when the disk refuses: nothing at `path` has changed)."""
     path = Path(path)
     check_output(path, kind="file")
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=str(path.parent))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=str(path.parent))
+    except OSError as exc:
+        raise WriteFailed(path, exc) from None
     pending = Pending(path, tmp)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -90,6 +107,9 @@ def prepare(path: Union[str, Path], data: bytes, mode: Optional[int] = None) -> 
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, (mode & 0o1777) if mode is not None else _mode_for(path))
+    except OSError as exc:
+        pending.discard()
+        raise WriteFailed(path, exc) from None
     except BaseException:
         pending.discard()
         raise

@@ -1,0 +1,103 @@
+"""Trust, second round (issue 29): alias bombs for every YAML reader, full disks, a full cache after the
+fit was found, two batches on one --out-dir, fleets checked whole before a launch, config.json checks,
+names shown escaped, relative cache folders. Each case asserts the exit code, one line, no launch and
+(where it applies) an unchanged sandbox."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List
+
+import pytest
+
+from vllm_fit import cli, store
+
+BOMB = "bomb: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    "b%d: &b%d [%s]\n" % (i, i, ", ".join(["*%s" % ("a" if i == 0 else "b%d" % (i - 1))] * 9)) for i in range(8))
+
+
+def tool(args: List[Any], cwd: Path, env: Dict[str, str] = None, **kwargs: Any) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vllm_fit", *map(str, args)], cwd=str(cwd), capture_output=True,
+                          text=True, timeout=kwargs.pop("timeout", 60), env=env, **kwargs)
+
+
+def listing(folder: Path) -> Dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("argv, files", [
+    (["batch", "f.yaml", "--out-dir", "o"], {"f.yaml": BOMB + "models: []\n"}),
+    (["verify", "c.yaml"], {"c.yaml": BOMB + "model: m\nmax-model-len: 8\n"}),
+    (["compare", "old", "new"], {"old/a.yaml": BOMB + "model: m\nmax-model-len: 8\n", "new/a.yaml": "model: m\n"}),
+    (["apply", "fit.yaml", "--to", "d.yaml"], {"fit.yaml": BOMB + "model: m\nmax-model-len: 8\n",
+                                                "d.yaml": "services: {}\n"}),
+    (["apply", "fit.yaml", "--to", "d.yaml", "--check"], {"fit.yaml": "model: m\nmax-model-len: 8\n"
+                                                                      "gpu-memory-utilization: 0.9\n",
+                                                           "d.yaml": BOMB + "services: {}\n"}),
+])
+def test_an_alias_bomb_is_refused_quickly_by_every_yaml_reader(tmp_path, argv, files):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    before = listing(tmp_path)
+    started = time.monotonic()
+    done = tool(argv, tmp_path)
+    assert time.monotonic() - started < 30
+    assert done.returncode == 2 and "alias bomb" in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert listing(tmp_path) == before
+
+
+def test_a_yaml_document_that_contains_itself_is_refused(tmp_path):
+    (tmp_path / "f.yaml").write_text("models: &m [*m]\n")
+    done = tool(["batch", "f.yaml", "--out-dir", "o"], tmp_path)
+    assert done.returncode == 2 and "contains itself" in done.stderr
+
+
+def test_a_full_cache_disk_after_the_fit_keeps_the_fit(fake_world, fake_model, tmp_path, monkeypatch, capsys):
+    """TEST DOUBLE (the fakegpu): the cache cannot be written once the fit is found; --out and --report are."""
+    env = fake_world()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "cache" / "fits"))
+
+    monkeypatch.setattr(store.FitStore, "store", full)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["search", "--model", str(fake_model), "--gpu-memory-utilization", "0.9", "--max-len", "8192",
+                  "--out", str(tmp_path / "fit.yaml"), "--report", str(tmp_path / "report.json")])
+    err = capsys.readouterr().err
+    assert exited.value.code == 0, err
+    assert "warning: the fit was not cached" in err and "No space left on device" in err
+    assert "max-model-len:" in (tmp_path / "fit.yaml").read_text()
+    assert json.loads((tmp_path / "report.json").read_text())["fit"] is not None
+
+
+def _small_files() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (60, 60))
+
+
+def test_a_write_that_fails_names_the_file_and_leaves_nothing_half_written(tmp_path):
+    for side, length in (("old", 4096), ("new", 8192)):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "a.yaml").write_text("model: m\nmax-model-len: %d\ngpu-memory-utilization: 0.9\n" % length)
+    done = tool(["compare", "old", "new", "--out", "table.md"], tmp_path, preexec_fn=_small_files)
+    assert done.returncode == 3 and "cannot write table.md" in done.stderr and done.stderr.count("\n") == 1
+    assert not any(p.name.startswith(".table.md") for p in tmp_path.iterdir())
+
+
+def test_a_relative_cache_folder_from_the_environment_is_refused(fake_model, tmp_path):
+    env = dict(os.environ, XDG_CACHE_HOME="relative/cache")
+    env.pop("VLLM_FIT_CACHE_DIR", None)
+    done = tool(["search", "--model", fake_model, "--gpu-memory-utilization", "0.9"], tmp_path, env=env)
+    assert done.returncode == 2 and "XDG_CACHE_HOME" in done.stderr and "absolute" in done.stderr
+    assert not (tmp_path / "relative").exists()
