@@ -101,3 +101,29 @@ def test_a_relative_cache_folder_from_the_environment_is_refused(fake_model, tmp
     done = tool(["search", "--model", fake_model, "--gpu-memory-utilization", "0.9"], tmp_path, env=env)
     assert done.returncode == 2 and "XDG_CACHE_HOME" in done.stderr and "absolute" in done.stderr
     assert not (tmp_path / "relative").exists()
+
+
+def test_a_second_batch_on_the_same_out_dir_is_refused_at_once(fake_world, fake_model, tmp_path):
+    """TEST DOUBLE (the fakegpu, its engine hangs at start): the first batch holds --out-dir."""
+    from conftest import default_signals
+
+    env = fake_world(mode="hang_start")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("defaults: {kv_cache_memory: 1GiB}\nmodels:\n  - {model: '%s', name: a}\n" % fake_model)
+    args = [sys.executable, "-m", "vllm_fit", "batch", str(fleet), "--out-dir", str(tmp_path / "out")]
+    first = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             preexec_fn=default_signals)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (tmp_path / "out" / ".vllm-fit.lock").exists():
+            time.sleep(0.1)
+        time.sleep(0.5)
+        second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 3, second.stderr
+        assert "in use by another vllm-fit batch (pid %d)" % first.pid in second.stderr
+        assert second.stderr.count("\n") == 1
+    finally:
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(timeout=60) == 130
+    entries = json.loads((tmp_path / "out" / "index.json").read_text())["entries"]
+    assert [(e["name"], e["status"]) for e in entries] == [("a", "interrupted")]  # the first batch's own index

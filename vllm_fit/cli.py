@@ -28,6 +28,7 @@ from .export.json_report import report_text
 from .export.markdown import summary_table
 from .export.yaml_config import config_text
 from .files.atomic import write_text_atomic
+from .files.locks import folder_lock
 from .files.paths import check_distinct, check_not_inputs, check_output
 from .fitter import run_search
 from .fleet import batch as batch_module
@@ -168,12 +169,13 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
                                           before, tolerance_value)
     view = TerminalView()
     try:
-        if executor == "ray":
-            from .fleet.ray_executor import run_batch_ray  # ray is imported only for --executor ray
+        with folder_lock(folder, "--out-dir"):
+            if executor == "ray":
+                from .fleet.ray_executor import run_batch_ray  # ray is imported only for --executor ray
 
-            index_data: BatchIndex = run_batch_ray(entries, settings, view, ray_address, parallel)
-        else:
-            index_data = batch_module.run_batch(entries, settings, view)
+                index_data: BatchIndex = run_batch_ray(entries, settings, view, ray_address, parallel)
+            else:
+                index_data = batch_module.run_batch(entries, settings, view)
     finally:
         view.close()
     view.out.print(summary_table(index_data).rstrip(), markup=False, highlight=False, soft_wrap=True)

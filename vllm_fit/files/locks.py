@@ -82,3 +82,29 @@ def locked_files(paths: List[Path], exclusive: bool, what: str,
     finally:
         for fd in held:
             os.close(fd)
+
+
+FOLDER_LOCK = ".vllm-fit.lock"
+"""The file in a batch's --out-dir that says which process writes there (its pid)."""
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path, what: str) -> Iterator[None]:
+    """Hold `folder` for this process: a second batch on it is refused at once, naming the holder's pid."""
+    path = folder / FOLDER_LOCK
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT, "lock file", follow=False, mode=0o644, error=EnvironmentProblem)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                yield  # no locks on this filesystem: run as before
+                return
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            raise EnvironmentProblem("%s %s is in use by another vllm-fit batch (pid %s); wait for it to finish or"
+                                     " choose another folder" % (what, folder, holder)) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, b"%d\n" % os.getpid(), 0)
+        yield
+    finally:
+        os.close(fd)
