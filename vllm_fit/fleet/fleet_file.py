@@ -58,6 +58,17 @@ def _check_keys(where: str, options: Any) -> Dict[str, Any]:
     return options
 
 
+MAX_TEXT = 65536
+"""The longest text an entry's option may hold (engine argument values have their own bound, 1 MiB)."""
+
+
+def _check_sizes(where: str, options: Dict[str, Any]) -> None:
+    """No entry option is a huge text (a 20 MB scalar is a broken file, not a model name)."""
+    for key, value in options.items():
+        if key != "engine_args" and isinstance(value, str) and len(value) > MAX_TEXT:
+            raise BadInput("%s: %s is %d characters long; at most %d are taken" % (where, key, len(value), MAX_TEXT))
+
+
 def default_name(model: str) -> str:
     """`/models/Llama-3.1-8B/` -> `Llama-3.1-8B`; `Qwen/Qwen2.5-7B` -> `Qwen2.5-7B`."""
     return re.sub(r"[^A-Za-z0-9._-]", "-", Path(model.rstrip("/")).name) or "model"
@@ -90,15 +101,27 @@ def parse_fleet(data: Any, source: str, env: Mapping[str, str], default_python: 
         label = raw.get("name") or raw.get("model") if isinstance(raw, dict) else None
         where = "%s: entry %d%s" % (source, number, " (%s)" % one_line(str(label), 80) if label else "")
         options = _check_keys(where, raw)
+        _check_sizes(where, options)
         if "model" not in options:
             raise BadInput("%s: `model` is required" % where)
-        name = options.get("name") or default_name(str(options["model"]))
+        model = options["model"]
+        if not isinstance(model, str) or not model.strip() or not model.isprintable():
+            raise BadInput("%s: model must be a model directory or hub id on one line, got %s"
+                           % (where, one_line(repr(model), 80)))
+        if "name" in options:
+            name = options["name"]
+        else:
+            name = default_name(model)
+            if name.strip(".-_") == "" or model.rstrip("/") in (".", "..", "~", ""):
+                raise BadInput("%s: no file name can be made from model %r; give the entry a `name:`" % (where, model))
         if not isinstance(name, str) or not _NAME.match(name):
-            raise BadInput("%s: name %r must be letters, digits, '.', '_' or '-'" % (where, name))
-        if name in seen:
-            raise BadInput("%s: duplicate name %r (entry %d has it too); give each entry its own `name:`"
-                           % (where, name, seen[name]))
-        seen[name] = number
+            raise BadInput("%s: name %s must be 1-100 letters, digits, '.', '_' or '-' (it names the entry's files)"
+                           % (where, one_line(repr(name), 80)))
+        folded = name.lower()  # configs/A.yaml and configs/a.yaml are one file on a case-insensitive disk
+        if folded in seen:
+            raise BadInput("%s: duplicate name %r (entry %d has it too, or one differing only in case); give each"
+                           " entry its own `name:`" % (where, name, seen[folded]))
+        seen[folded] = number
         search = {k: v for k, v in options.items() if k not in ENTRY_KEYS}
         inherited = {k: v for k, v in defaults.items() if k not in ENTRY_KEYS}
         if isinstance(inherited.get("engine_args"), dict) and isinstance(search.get("engine_args"), dict):

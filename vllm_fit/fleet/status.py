@@ -81,6 +81,9 @@ class IndexEntry:
         if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
             raise ValueError("%s: an entry has no `name`; is this a vllm-fit index?" % where)
         name = data["name"]
+        if not name or len(name) > 200 or not name.isprintable():
+            raise ValueError("%s: an entry's name %s is not a name vllm-fit writes; is this a vllm-fit index?"
+                             % (where, repr(name)[:80]))
         try:
             status = EntryStatus(data.get("status"))
         except ValueError:
@@ -130,8 +133,13 @@ class BatchIndex:
         if not isinstance(data, Mapping) or not isinstance(data.get("entries"), list):
             raise ValueError("%s is not a vllm-fit batch index (it needs an `entries` list)" % where)
         tool = data["tool"] if isinstance(data.get("tool"), Mapping) else {}
+        entries = tuple(IndexEntry.from_json(entry, where) for entry in data["entries"])
+        names = [entry.name for entry in entries]
+        if len(set(names)) != len(names):
+            twice = next(name for name in names if names.count(name) > 1)
+            raise ValueError("%s: the entry %r appears twice; is this a vllm-fit index?" % (where, twice))
         return cls(str(tool.get("version")), str(data.get("created")), _text(data.get("fleet")),
-                   _text(data.get("shard")), tuple(IndexEntry.from_json(entry, where) for entry in data["entries"]))
+                   _text(data.get("shard")), entries)
 
     @property
     def failing(self) -> bool:
