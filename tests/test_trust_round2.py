@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import pytest
 
@@ -24,7 +24,7 @@ BOMB = "bomb: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     "b%d: &b%d [%s]\n" % (i, i, ", ".join(["*%s" % ("a" if i == 0 else "b%d" % (i - 1))] * 9)) for i in range(8))
 
 
-def tool(args: List[Any], cwd: Path, env: Dict[str, str] = None, **kwargs: Any) -> subprocess.CompletedProcess:
+def tool(args: List[Any], cwd: Path, env: Optional[Dict[str, str]] = None, **kwargs: Any) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vllm_fit", *map(str, args)], cwd=str(cwd), capture_output=True,
                           text=True, timeout=kwargs.pop("timeout", 60), env=env, **kwargs)
 
@@ -127,3 +127,4 @@ def test_a_second_batch_on_the_same_out_dir_is_refused_at_once(fake_world, fake_
         assert first.wait(timeout=60) == 130
     entries = json.loads((tmp_path / "out" / "index.json").read_text())["entries"]
     assert [(e["name"], e["status"]) for e in entries] == [("a", "interrupted")]  # the first batch's own index
+    assert not (tmp_path / "out" / ".vllm-fit.lock").exists()  # removed on release

@@ -47,6 +47,8 @@ class Interrupted(FitError):
 
 
 def one_line(text: str, limit: int = 400) -> str:
-    """Text folded onto one line and cut to `limit` characters, for messages built from user data."""
+    """Text folded onto one line and cut to `limit` characters, for messages built from user data; control
+    characters (a NUL, an escape sequence) are shown escaped, never sent to the terminal as they are."""
     flat = " ".join(str(text).split())
+    flat = "".join(c if c.isprintable() else repr(c)[1:-1] for c in flat)
     return flat if len(flat) <= limit else flat[: limit - 3] + "..."

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
+from ..errors import one_line
 from ..fleet.status import BatchIndex, EntryStatus, IndexEntry
 from ..units import format_size
 
@@ -18,8 +20,17 @@ def memory_knob(fit: Mapping[str, Any]) -> str:
     return "-"
 
 
+MARKDOWN = re.compile(r"([\\`*_\[\]<>#|~!])")
+
+
+def md(text: str) -> str:
+    """Text from files other people write (names, versions) as plain Markdown text: one line, control
+    characters shown escaped, every character that Markdown or HTML would act on backslashed."""
+    return MARKDOWN.sub(r"\\\1", one_line(text))
+
+
 def _cell(value: Any) -> str:
-    return "-" if value is None else str(value).replace("|", "\\|")
+    return "-" if value is None else md(str(value))
 
 
 def summary_rows(index: BatchIndex) -> List[Tuple[IndexEntry, List[Any], str]]:
@@ -83,5 +94,5 @@ def comparison(old: Mapping[str, Dict[str, Any]], new: Mapping[str, Dict[str, An
             _change(memory_knob(a), memory_knob(b)), _change(a.get("vllm"), b.get("vllm"))))
     unchanged = len(names) - len(changed)
     if unchanged:
-        lines += ["", "%d unchanged: %s" % (unchanged, ", ".join(n for n in names if n not in changed))]
+        lines += ["", "%d unchanged: %s" % (unchanged, ", ".join(md(n) for n in names if n not in changed))]
     return "\n".join(lines) + "\n"

@@ -90,21 +90,35 @@ FOLDER_LOCK = ".vllm-fit.lock"
 
 @contextlib.contextmanager
 def folder_lock(folder: Path, what: str) -> Iterator[None]:
-    """Hold `folder` for this process: a second batch on it is refused at once, naming the holder's pid."""
+    """Hold `folder` for this process: a second batch on it is refused at once, naming the holder's pid.
+    The lock file holds the pid and is removed on release (checked to be the file at its path after
+    locking, so a run that opened it just before its removal never holds a stale one)."""
     path = folder / FOLDER_LOCK
-    fd = open_regular(path, os.O_RDWR | os.O_CREAT, "lock file", follow=False, mode=0o644, error=EnvironmentProblem)
-    try:
+    while True:
+        fd = open_regular(path, os.O_RDWR | os.O_CREAT, "lock file", follow=False, mode=0o644,
+                          error=EnvironmentProblem)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 yield  # no locks on this filesystem: run as before
                 return
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             raise EnvironmentProblem("%s %s is in use by another vllm-fit batch (pid %s); wait for it to finish or"
                                      " choose another folder" % (what, folder, holder)) from None
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # removed by the run that held it just now: take the new one
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, b"%d\n" % os.getpid(), 0)
         yield
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
         os.close(fd)
