@@ -24,7 +24,8 @@ BOMB = "bomb: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     "b%d: &b%d [%s]\n" % (i, i, ", ".join(["*%s" % ("a" if i == 0 else "b%d" % (i - 1))] * 9)) for i in range(8))
 
 
-def tool(args: List[Any], cwd: Path, env: Optional[Dict[str, str]] = None, **kwargs: Any) -> subprocess.CompletedProcess:
+def tool(args: List[Any], cwd: Path, env: Optional[Dict[str, str]] = None,
+         **kwargs: Any) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "vllm_fit", *map(str, args)], cwd=str(cwd), capture_output=True,
                           text=True, timeout=kwargs.pop("timeout", 60), env=env, **kwargs)
 
