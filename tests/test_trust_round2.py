@@ -129,3 +129,43 @@ def test_a_second_batch_on_the_same_out_dir_is_refused_at_once(fake_world, fake_
     entries = json.loads((tmp_path / "out" / "index.json").read_text())["entries"]
     assert [(e["name"], e["status"]) for e in entries] == [("a", "interrupted")]  # the first batch's own index
     assert not (tmp_path / "out" / ".vllm-fit.lock").exists()  # removed on release
+
+
+LLAMA = {"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 1024, "vocab_size": 100,
+         "intermediate_size": 64, "torch_dtype": "float16", "model_type": "llama"}
+
+
+@pytest.mark.parametrize("config, words", [
+    (dict(LLAMA, num_key_value_heads=8), "num_key_value_heads 8 does not divide num_attention_heads 4"),
+    (dict(LLAMA, quantization_config="awq"), "quantization_config must be a mapping"),
+    ({"architectures": ["X"], "text_config": {"text_config": LLAMA}}, "text_config holds another text_config"),
+    (dict(LLAMA, max_position_embeddings=None), "config.json names no maximum length"),
+])
+def test_config_json_problems_are_named_before_a_launch(tmp_path, config, words):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config))
+    done = tool(["search", "--model", model, "--gpu-memory-utilization", "0.9", "--python", sys.executable,
+                 "--no-cache", "--work-dir", tmp_path / "work"], tmp_path)
+    assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert not (tmp_path / "work").exists() or not list((tmp_path / "work").rglob("spec.json"))
+
+
+def test_an_unlimited_tokenizer_length_is_no_limit(tmp_path):
+    """transformers writes `"model_max_length": Infinity` for no limit; the config's maximum then holds."""
+    from vllm_fit.prepare.modelinfo import read_model_info
+
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": Infinity}')
+    assert read_model_info(str(tmp_path)).derived_max_len == 1024
+    (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": NaN}')
+    with pytest.raises(Exception, match="tokenizer_config.json is not valid JSON"):
+        read_model_info(str(tmp_path))
+
+
+def test_control_characters_from_a_fleet_file_are_shown_escaped(tmp_path):
+    (tmp_path / "f.yaml").write_text('models:\n  - {model: "/m\\x00\\x1b[31m", name: a}\n')
+    done = tool(["batch", "f.yaml", "--out-dir", "o"], tmp_path)
+    assert done.returncode == 2 and "\x00" not in done.stderr and "\x1b" not in done.stderr
+    assert "\\x00" in done.stderr or "\\x1b" in done.stderr

@@ -105,6 +105,14 @@ def check_config(config: Dict[str, Any]) -> None:
     whole numbers in range, an unknown dtype, a misshapen architectures, rope or text_config entry."""
     if "text_config" in config and config["text_config"] is not None and not isinstance(config["text_config"], dict):
         raise ValueError("text_config must be a mapping, got %s" % type(config["text_config"]).__name__)
+    if isinstance(config.get("text_config"), dict) and config["text_config"].get("text_config") is not None:
+        raise ValueError("text_config holds another text_config; vLLM reads the language model's numbers from one"
+                         " level only")
+    for section in (config, text_config(config)):
+        quantization = section.get("quantization_config")
+        if quantization is not None and not isinstance(quantization, dict):
+            raise ValueError("quantization_config must be a mapping (with quant_method), got %s"
+                             % type(quantization).__name__)
     architectures = config.get("architectures")
     if architectures is not None and (not isinstance(architectures, list)
                                       or not all(isinstance(a, str) for a in architectures)):
@@ -124,3 +132,8 @@ def check_config(config: Dict[str, Any]) -> None:
             value = section.get(key)
             if value is not None and not isinstance(value, dict):
                 raise ValueError("%s must be a mapping, got %s" % (key, type(value).__name__))
+    text = text_config(config)
+    heads, kv_heads = text.get("num_attention_heads"), text.get("num_key_value_heads")
+    if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
+        raise ValueError("num_key_value_heads %d does not divide num_attention_heads %d (each KV head serves a"
+                         " whole group of query heads)" % (kv_heads, heads))

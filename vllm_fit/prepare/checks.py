@@ -68,6 +68,9 @@ def length_space(request: SearchRequest, model: ModelInfo, notes: List[str]) -> 
         return LengthSpace(request.target_len, request.target_len, 1)
     max_len = request.max_len
     if max_len is None:
+        if derived is None and model.path is not None:
+            raise BadInput("--max-len is needed: %s/config.json names no maximum length (max_position_embeddings,"
+                           " max_seq_len, ...); pass --max-len N" % model.path)
         if derived is None:
             raise BadInput("--max-len is needed: %s is not a local model directory and the hub cache has no"
                            " config.json for it; pass the model's directory, or --max-len N (e.g. 32768) for a"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
-from ..files.reading import parse_json, read_input_text
+from ..errors import BadInput, one_line
+from ..files.reading import read_input_text
 from .attention import text_config as _text_config
 
 MAX_CONFIG_BYTES = 16 << 20
@@ -78,12 +80,19 @@ def tokenizer_max_len(folder: Path) -> Optional[float]:
     path = folder / "tokenizer_config.json"
     if not path.exists():
         return None
-    try:
-        value = parse_json(read_input_text(path, "the model's tokenizer_config.json", MAX_CONFIG_BYTES),
-                           str(path)).get("model_max_length")
-    except AttributeError:
-        return None
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+    text = read_input_text(path, "the model's tokenizer_config.json", MAX_CONFIG_BYTES)
+    try:  # transformers writes Infinity for "no limit"; json (and vLLM) read it as float("inf")
+        data = json.loads(text, parse_constant=lambda name: math.inf if name == "Infinity" else _no_nan(name))
+    except ValueError as exc:
+        raise BadInput("%s is not valid JSON (%s); fix or replace it" % (path, one_line(str(exc), 200))) from None
+    value = data.get("model_max_length") if isinstance(data, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+        return None  # absent, or no limit: the config's own maximum holds
+    return float(value)
+
+
+def _no_nan(name: str) -> float:
+    raise ValueError("%s is not a length" % name)
 
 
 def _number(mapping: Dict[str, Any], key: str, where: str = "") -> float:
