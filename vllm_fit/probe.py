@@ -63,7 +63,7 @@ def _exception_info(exc: BaseException) -> dict:
 
 def _versions() -> dict:
     """Versions of vLLM, torch and CUDA as the child sees them."""
-    info: dict = {"python": sys.version.split()[0]}
+    info: dict = {"python": sys.version.split()[0], "VLLM_USE_V1": os.environ.get("VLLM_USE_V1")}
     try:
         import vllm
 

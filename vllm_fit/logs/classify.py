@@ -10,7 +10,7 @@ it proves nothing about the length.
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Pattern, Tuple
+from typing import Any, List, Optional, Pattern, Tuple
 
 from ..outcome import CapacityFacts, Classification, OomStage, Outcome
 from ..probe import PHASE_MARKER
@@ -80,6 +80,34 @@ def oom_stage(before: List[LogLine], in_request: bool) -> OomStage:
     return OomStage.LOAD
 
 
+def _worst_oom(hits: List[Tuple[LogLine, Any]], searched: List[LogLine]) -> Tuple[LogLine, Optional[int],
+                                                                                   Optional[int], bool]:
+    """Among the out-of-memory lines (under tensor parallelism one per rank), the one naming the largest
+    shortfall (as capacity takes the smallest rank); a vLLM wrapper's sizes are read from the torch line
+    that follows it. Also whether a wrapper names a stage after the KV cache was allocated."""
+    position = {id(line): index for index, line in enumerate(searched)}
+    best: Optional[Tuple[LogLine, Optional[int], Optional[int], Optional[int]]] = None
+    late = False
+    for line, _ in hits:
+        alloc, free = logparse.oom_sizes(line.msg)
+        if alloc is None:
+            at = position.get(id(line), len(searched))
+            following = next((later for later in searched[at + 1:at + WRAPPER_REACH]
+                              if patterns.OOM_ALLOC.search(later.msg)), None)
+            if following is not None:
+                alloc, free = logparse.oom_sizes(following.msg)
+        late = late or bool(patterns.OOM_AFTER_KV.search(line.msg))
+        shortfall = alloc - (free or 0) if alloc is not None else None
+        if best is None or (shortfall is not None and (best[3] is None or shortfall > best[3])):
+            best = (line, alloc, free, shortfall)
+    assert best is not None
+    return best[0], best[1], best[2], late
+
+
+WRAPPER_REACH = 40
+"""How many lines after vLLM's out-of-memory wrapper torch's own message (with the sizes) may come."""
+
+
 def _describe(outcome: Outcome, facts: CapacityFacts, line: str) -> str:
     """A one-line human summary of the deciding fact."""
     if outcome is Outcome.KV_TOO_SMALL:
@@ -106,7 +134,8 @@ def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine
         line, match = hits[0]  # the log record; a bootstrap traceback may repeat it later
         logparse.read_error_facts(facts, match)
         if outcome is Outcome.OOM:
-            facts.oom_stage = oom_stage(before, in_request)
+            line, facts.oom_alloc_bytes, facts.oom_free_bytes, late = _worst_oom(hits, searched)
+            facts.oom_stage = OomStage.KV_ALLOCATION if late and not in_request else oom_stage(before, in_request)
         detail = _describe(outcome, facts, line.msg)
         return Classification(outcome, detail, facts, [*capacity_evidence, line.raw], phase)
     return None

@@ -83,7 +83,7 @@ def log_lines(text: str) -> List[LogLine]:
     for raw in re.split(r"\r\n|\n|\r", text):
         plain = _ANSI.sub("", raw[:MAX_LINE])
         if plain.strip():
-            lines.append(LogLine(raw=plain.rstrip(), msg=_strip_prefixes(plain).strip()))
+            lines.append(LogLine(raw=plain.rstrip(), msg=_strip_prefixes(plain.strip()).strip()))
     return lines
 
 
@@ -163,7 +163,8 @@ def read_capacity(lines: List[LogLine]) -> Tuple[CapacityFacts, List[str]]:
     banner = find_all(BANNER, lines)
     if banner:
         engine, facts.engine_version = banner[-1][1].group(1), banner[-1][1].group(2)
-        facts.engine = Engine(engine.lower()) if engine else Engine.V0  # before 0.7.1 the banner names none: V0
+        # before 0.7.1 the banner names no engine: the version's default and VLLM_USE_V1 decide (record.py)
+        facts.engine = Engine(engine.lower()) if engine else None
     if find_all(V0_FALLBACK, lines):
         facts.engine = Engine.V0
     return facts, evidence
@@ -212,6 +213,17 @@ def _read_usage(facts: CapacityFacts, take) -> None:
         facts.activation_gib, facts.cudagraph_gib = _number(match.group(2)), _number(match.group(3))
 
 
+def oom_sizes(text: str) -> Tuple[Optional[int], Optional[int]]:
+    """torch's `Tried to allocate X` and `Y free` in an out-of-memory message, in bytes (None: not said)."""
+    alloc, free = OOM_ALLOC.search(text), OOM_FREE.search(text)
+    allocated = int(float(alloc.group(1)) * UNIT_BYTES[alloc.group(2)]) if alloc else None
+    freed = None
+    if free:
+        number, unit = (free.group(1), free.group(2)) if free.group(1) else (free.group(3), free.group(4))
+        freed = int(float(number) * UNIT_BYTES[unit])
+    return allocated, freed
+
+
 def read_error_facts(facts: CapacityFacts, match: re.Match[str]) -> None:
     """Copy the numbers of a too-long, derived-maximum, out-of-memory or free-memory error into facts."""
     pattern = match.re
@@ -229,13 +241,7 @@ def read_error_facts(facts: CapacityFacts, match: re.Match[str]) -> None:
         if derived != "None":
             facts.derived_max_len = int(float(derived))
     elif pattern is OOM:
-        alloc = OOM_ALLOC.search(match.string)
-        free = OOM_FREE.search(match.string)
-        if alloc:
-            facts.oom_alloc_bytes = int(float(alloc.group(1)) * UNIT_BYTES[alloc.group(2)])
-        if free:
-            number, unit = (free.group(1), free.group(2)) if free.group(1) else (free.group(3), free.group(4))
-            facts.oom_free_bytes = int(float(number) * UNIT_BYTES[unit])
+        facts.oom_alloc_bytes, facts.oom_free_bytes = oom_sizes(match.string)
     elif pattern is FREE_MEMORY_SHORT:
         numbers = [g for g in match.groups() if g is not None]
         if len(numbers) >= 2:

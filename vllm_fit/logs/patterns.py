@@ -101,6 +101,9 @@ BAD_CONFIG = re.compile(
     r"|No common block size for"
 )
 V0_BLOCK_MANAGER = re.compile(r"exceeds the capacity of block_manager|is too long and exceeds limit of \d+")
+OOM_AFTER_KV = re.compile(r"occurred when warming up|CUDA graph|graph captur", re.I)
+"""vLLM's own out-of-memory wrappers that name a stage after the KV cache was allocated (sampler or pooler
+warm-up, CUDA graph capture): the utilization is too high, not the weights too big."""
 OOM_ALLOC = re.compile(r"Tried to allocate ([\d.]+) ?([KMGT]i?B|bytes)")
 OOM_FREE = re.compile(r"of which ([\d.]+) ?([KMGT]i?B|bytes) is free|([\d.]+) ?([KMGT]i?B|bytes) free;")
 UNIT_BYTES = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,

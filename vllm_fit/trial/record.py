@@ -14,7 +14,7 @@ from ..logs.capacity import hint_is_exact, max_len_hint, pool_blocks, request_bl
 from ..logs.classify import classify
 from ..logs.kv_groups import KvLayout
 from ..logs.probe_result import ProbeResult
-from ..logs.regime import Engine, Regime
+from ..logs.regime import Engine, Regime, default_engine, version_tuple
 from ..outcome import CapacityFacts, Classification, Outcome
 from ..redact import public_args
 from ..search.base import AUTO, Observation
@@ -239,6 +239,11 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
                        last_phase=run.probe_phase)
     result = run.result
     versions = dict(result.versions) if result is not None else {}
+    if verdict.facts.engine is None and verdict.facts.engine_version is not None:
+        # the banner named no engine (before 0.7.1): the version's default, or V1 where VLLM_USE_V1=1 chose it
+        use = versions.get("VLLM_USE_V1")
+        verdict.facts.engine = default_engine(version_tuple(versions.get("vllm") or verdict.facts.engine_version),
+                                              {"VLLM_USE_V1": use} if isinstance(use, str) else {})
     length = effective_length(llm_kwargs, verdict.facts, result)
     concurrency = None
     if context.sequences > 1:
