@@ -160,7 +160,7 @@ def test_an_unlimited_tokenizer_length_is_no_limit(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": Infinity}')
     assert read_model_info(str(tmp_path)).derived_max_len == 1024
     (tmp_path / "tokenizer_config.json").write_text('{"model_max_length": NaN}')
-    with pytest.raises(Exception, match="tokenizer_config.json is not valid JSON"):
+    with pytest.raises(Exception, match=r"tokenizer_config\.json is not valid JSON"):
         read_model_info(str(tmp_path))
 
 
