@@ -169,3 +169,20 @@ def test_control_characters_from_a_fleet_file_are_shown_escaped(tmp_path):
     done = tool(["batch", "f.yaml", "--out-dir", "o"], tmp_path)
     assert done.returncode == 2 and "\x00" not in done.stderr and "\x1b" not in done.stderr
     assert "\\x00" in done.stderr or "\\x1b" in done.stderr
+
+
+def test_a_config_naming_another_config_is_refused_before_a_launch(tmp_path):
+    (tmp_path / "c.yaml").write_text("model: m\nmax-model-len: 1024\nconfig: other.yaml\n")
+    done = tool(["verify", "c.yaml", "--python", sys.executable], tmp_path)
+    assert done.returncode == 2 and "names another config file" in done.stderr
+
+
+def test_plotting_a_report_with_a_huge_model_name_is_quick(tmp_path):
+    pytest.importorskip("matplotlib")
+    report = json.loads((Path(__file__).parent / "data" / "report-fit-explore.json").read_text())
+    report["search"]["model"] = "m" * 200_000
+    (tmp_path / "r.json").write_text(json.dumps(report))
+    started = time.monotonic()
+    done = tool(["plot", "r.json", "--out", "p.svg"], tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert time.monotonic() - started < 20

@@ -11,7 +11,7 @@ import io
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import EnvironmentProblem
+from ..errors import EnvironmentProblem, one_line
 from ..outcome import CapacityFacts
 from ..report.search_report import SearchReport
 from ..report.sections import FitSummary
@@ -163,7 +163,7 @@ def render(report: SearchReport, fmt: str = ".svg", title: Optional[str] = None)
     figure, axes = pyplot.subplots(figsize=(8, 5))
     try:
         _draw(axes, data)
-        axes.set_title(title or report.search.model or "vllm-fit search", fontsize=10)
+        axes.set_title(one_line(title or report.search.model or "vllm-fit search", 120), fontsize=10)
         buffer = io.BytesIO()
         figure.savefig(buffer, format=fmt.lstrip("."), bbox_inches="tight",
                        metadata={"Date": None} if fmt == ".svg" else None)

@@ -111,6 +111,9 @@ def read_config(path: Union[str, Path]) -> Dict[str, Any]:
     if not isinstance(data, dict) or "model" not in data or "max-model-len" not in data:
         raise BadInput("%s is not a vllm-fit config: it needs at least `model:` and `max-model-len:`"
                        % path)
+    if "config" in data:
+        raise BadInput("%s names another config file (`config:`); vllm serve reads one --config file: merge them"
+                       % path)
     odd = [key for key in data if not isinstance(key, str)]
     if odd:
         raise BadInput("%s: key %r is not a name; vllm serve takes option names such as max-model-len"
