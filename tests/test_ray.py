@@ -64,20 +64,75 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    """A one-node Ray cluster with 2 CPUs and no GPU; its address. Stopped at the end."""
+def ray_env(base, home: str, auth: str = "disabled"):
+    """Ray's environment for a test: its own home (whatever ~/.ray holds, a token from an earlier
+    `ray.init(address="local")` included, plays no part) and an explicit authentication mode."""
+    return dict(base, HOME=home, RAY_AUTH_MODE=auth, RAY_USAGE_STATS_ENABLED="0")
+
+
+@contextlib.contextmanager
+def started_cluster(env, cpus: int = 2):
+    """`ray start --head` in a temporary folder; on exit only its own processes are stopped (`ray stop`
+    would stop every Ray instance of the user)."""
     temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # Ray's socket paths must stay short
     port = _free_port()
-    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
-    subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--num-cpus", "2", "--num-gpus", "0",
+    subprocess.run([str(RAY), "start", "--head", "--port", str(port), "--num-cpus", str(cpus), "--num-gpus", "0",
                     "--include-dashboard=false", "--disable-usage-stats", "--temp-dir", temp], env=env,
                    check=True, capture_output=True, timeout=180)
     try:
         yield "127.0.0.1:%d" % port
     finally:
-        subprocess.run([str(RAY), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        mine = [p for p in psutil.process_iter(["cmdline"]) if any(temp in a for a in (p.info["cmdline"] or []))]
+        for process in mine:
+            with contextlib.suppress(psutil.Error):
+                process.terminate()
+        _, alive = psutil.wait_procs(mine, timeout=20)
+        for process in alive:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_home():
+    home = tempfile.mkdtemp(prefix="rh", dir="/tmp")
+    yield home
+    shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(ray_home):
+    """A one-node Ray cluster with 2 CPUs and no GPU; its address. Only it is stopped at the end."""
+    with started_cluster(ray_env(os.environ, ray_home)) as address:
+        yield address
+
+
+@pytest.fixture
+def cluster_env(real_env, ray_home):
+    """The tool's environment for the test cluster: the same Ray home and authentication mode."""
+    return ray_env(real_env, ray_home)
+
+
+def test_a_cluster_that_wants_a_token_is_named_as_such(tmp_path, fake_model):
+    """A cluster started with token authentication, and a driver without the token: the message says so."""
+    cluster_home, driver_home = tempfile.mkdtemp(prefix="rc", dir="/tmp"), tempfile.mkdtemp(prefix="rd", dir="/tmp")
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("models:\n  - {model: '%s', name: a, kv_cache_memory: 1GiB}\n" % fake_model)
+    os.makedirs(os.path.join(cluster_home, ".ray"))
+    with open(os.path.join(cluster_home, ".ray", "auth_token"), "w") as token:
+        token.write("0123456789abcdef" * 4)  # what ray.init(address="local") leaves behind
+    try:
+        with started_cluster(ray_env(os.environ, cluster_home, auth="token"), cpus=1) as address:
+            env = dict(os.environ, HOME=driver_home, RAY_USAGE_STATS_ENABLED="0")
+            env.pop("RAY_AUTH_MODE", None)
+            done = vllm_fit(sys.executable, env, "batch", fleet, "--out-dir", tmp_path / "out", "--executor", "ray",
+                            "--ray-address", address, timeout=300)
+    finally:
+        shutil.rmtree(cluster_home, ignore_errors=True)
+        shutil.rmtree(driver_home, ignore_errors=True)
+    assert done.returncode == 3, done.stderr[-2000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "token authentication failed (InvalidAuthToken)" in last and "RAY_AUTH_MODE" in last
 
 
 def _fleet(tmp_path, tiny_model) -> Path:
@@ -93,8 +148,9 @@ def _without_times(index):
 
 
 @pytest.mark.vllm
-def test_the_tiny_fleet_on_ray_writes_what_a_local_batch_writes(ray_cluster, vllm_python, tiny_model, real_env,
+def test_the_tiny_fleet_on_ray_writes_what_a_local_batch_writes(ray_cluster, vllm_python, tiny_model, cluster_env,
                                                                  tmp_path):
+    real_env = cluster_env
     fleet = _fleet(tmp_path, tiny_model)
     done = vllm_fit(vllm_python, real_env, "batch", fleet, "--out-dir", tmp_path / "ray", "--executor", "ray",
                     "--ray-address", ray_cluster, "--max-parallel", 2)
@@ -119,8 +175,9 @@ def test_the_tiny_fleet_on_ray_writes_what_a_local_batch_writes(ray_cluster, vll
 
 
 @pytest.mark.vllm
-def test_a_killed_worker_is_retried_and_the_batch_completes(ray_cluster, vllm_python, tiny_model, real_env,
+def test_a_killed_worker_is_retried_and_the_batch_completes(ray_cluster, vllm_python, tiny_model, cluster_env,
                                                             tmp_path):
+    real_env = cluster_env
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text("defaults: {engine_args: {enforce_eager: true}, granularity: 128, ray_resources: {CPU: 1}}\n"
                      "models:\n  - {model: '%s', name: solo, kv_cache_memory: 2560KiB}\n" % tiny_model)

@@ -11,10 +11,15 @@ imported only here, and only for --executor ray.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import re
 import socket
+import sys
+import tempfile
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from ..errors import EnvironmentProblem, FitError, one_line
 from ..logs.phases import Phase
@@ -35,13 +40,47 @@ def connect(address: Optional[str]) -> Any:
     except ImportError:
         raise EnvironmentProblem("--executor ray needs the ray package: pip install 'vllm-fit[ray]'") from None
     _check_reachable(address)
-    try:
-        ray.init(address=address or "auto", ignore_reinit_error=True, log_to_driver=True,
-                 logging_level=logging.ERROR)
-    except Exception as exc:  # ConnectionError, RuntimeError, ValueError by Ray version
-        raise EnvironmentProblem("cannot reach a Ray cluster at %s (%s); start one with `ray start --head` or"
-                                 " pass --ray-address" % (address or "auto", one_line(str(exc), 200))) from None
-    return ray
+    with _stderr_kept() as said:
+        try:
+            ray.init(address=address or "auto", ignore_reinit_error=True, log_to_driver=True,
+                     logging_level=logging.ERROR)
+            failure = None
+        except Exception as exc:  # ConnectionError, RuntimeError, ValueError by Ray version
+            failure = exc
+    if failure is None:
+        return ray
+    if AUTH_FAILED.search(said()):  # Ray's core logs the reason; the exception only says it could not connect
+        raise EnvironmentProblem(
+            "the Ray cluster at %s refused vllm-fit's connection: token authentication failed (InvalidAuthToken);"
+            " run with RAY_AUTH_MODE=token and the cluster's token (RAY_AUTH_TOKEN, or ~/.ray/auth_token as the"
+            " cluster has it), or start the cluster with RAY_AUTH_MODE=disabled" % (address or "auto")) from None
+    raise EnvironmentProblem("cannot reach a Ray cluster at %s (%s); start one with `ray start --head` or"
+                             " pass --ray-address" % (address or "auto", one_line(str(failure), 200))) from None
+
+
+AUTH_FAILED = re.compile(r"InvalidAuthToken|Unauthenticated|[Aa]uthentication token is missing or incorrect")
+
+
+@contextlib.contextmanager
+def _stderr_kept() -> Iterator[Callable[[], str]]:
+    """What the process (Ray's C++ core included) writes to file descriptor 2 meanwhile, kept in a private
+    temporary file and written through to the real standard error afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as kept:
+        os.dup2(kept.fileno(), 2)
+        text: List[str] = []
+        try:
+            yield lambda: "".join(text)
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            kept.seek(0)
+            data = kept.read(1 << 20).decode("utf-8", "replace")
+            text.append(data)
+            with contextlib.suppress(OSError):
+                os.write(2, data.encode("utf-8"))
 
 
 def _check_reachable(address: Optional[str], timeout_s: float = 5.0) -> None:
