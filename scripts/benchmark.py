@@ -38,8 +38,8 @@ from rich.table import Table  # noqa: E402
 from vllm_fit.fitter import run_search  # noqa: E402
 from vllm_fit.prepare import prepare  # noqa: E402
 from vllm_fit.prepare.request import Knob, SearchRequest, Strategy  # noqa: E402
-from vllm_fit.search.knob import Grid, KvModel  # noqa: E402
-from vllm_fit.search.memory import LeastMemoryForLength  # noqa: E402
+from vllm_fit.strategies.knob import Grid, KvModel  # noqa: E402
+from vllm_fit.strategies.memory import LeastMemoryForLength  # noqa: E402
 from vllm_fit.trial.listener import Listener  # noqa: E402
 
 BLOCK_TOKENS, BYTES_PER_TOKEN = 128, 512

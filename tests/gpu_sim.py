@@ -22,7 +22,7 @@ from fake_worlds import FAKEGPU, write_world
 
 from vllm_fit import probe
 from vllm_fit.logs.probe_result import ProbeResult
-from vllm_fit.search.base import Candidate, Observation
+from vllm_fit.strategies.base import Candidate, Observation
 from vllm_fit.trial.record import TrialContext, TrialRecord, record_from_run
 from vllm_fit.trial.runner import ProcessRun
 

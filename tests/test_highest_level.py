@@ -1,6 +1,6 @@
 """The default objective's choice of the next utilization level and length, on hand-made histories.
 
-Pure: observations in, the next candidate out. Each case is one rule of search/highest.py, from a
+Pure: observations in, the next candidate out. Each case is one rule of strategies/highest.py, from a
 failure class of issue 8 that the simulator worlds found (tests/simulator/worlds.py names them).
 """
 
@@ -10,10 +10,10 @@ import pytest
 
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import OomStage, Outcome
-from vllm_fit.search.base import LengthSpace, Observation
-from vllm_fit.search.highest import LongestAtHighestUtilization
-from vllm_fit.search.knob import KvModel, utilization_grid
-from vllm_fit.search.length import Predict
+from vllm_fit.strategies.base import LengthSpace, Observation
+from vllm_fit.strategies.highest import LongestAtHighestUtilization
+from vllm_fit.strategies.knob import KvModel, utilization_grid
+from vllm_fit.strategies.length import Predict
 
 GIB, MIB = 1 << 30, 1 << 20
 TOTAL = 22 * GIB

@@ -16,8 +16,8 @@ from vllm_fit.logs.kv_groups import (
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
 from vllm_fit.prepare.modelinfo import kv_bytes_per_token, layer_windows, max_len_source
-from vllm_fit.search.base import AUTO, LengthSpace, Observation
-from vllm_fit.search.length import Predict
+from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
+from vllm_fit.strategies.length import Predict
 
 V032_CPU = Regime.of("0.32.0", cpu=True)
 

@@ -14,7 +14,7 @@ from vllm_fit.prepare.request import OPTIONS, SearchRequest, fingerprinted_field
 PACKAGE = Path(__file__).parent.parent / "vllm_fit"
 SIDE_EFFECTS = {"subprocess", "psutil", "pynvml", "vllm_fit.trial", "vllm_fit.store", "vllm_fit.gpu",
                 "vllm_fit.files", "threading", "httpx"}
-PURE = ("search", "logs")
+PURE = ("strategies", "logs")
 
 
 def imports_of(path: Path) -> set:

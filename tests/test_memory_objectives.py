@@ -18,11 +18,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from vllm_fit.logs.regime import Regime
-from vllm_fit.search.base import LengthSpace
-from vllm_fit.search.highest import LongestAtHighestUtilization
-from vllm_fit.search.knob import Grid, KvModel, utilization_grid
-from vllm_fit.search.length import Predict
-from vllm_fit.search.memory import LeastMemoryForLength
+from vllm_fit.strategies.base import LengthSpace
+from vllm_fit.strategies.highest import LongestAtHighestUtilization
+from vllm_fit.strategies.knob import Grid, KvModel, utilization_grid
+from vllm_fit.strategies.length import Predict
+from vllm_fit.strategies.memory import LeastMemoryForLength
 
 
 @st.composite
@@ -166,7 +166,7 @@ def test_without_oom_numbers_the_search_gallops_down_then_bisects():
 def test_a_level_that_served_once_and_then_ran_out_of_memory_is_not_a_fit():
     """OK at one length, OOM at another, same utilization: the level is too high; never a fit."""
     from vllm_fit.outcome import Outcome
-    from vllm_fit.search.base import Observation
+    from vllm_fit.strategies.base import Observation
 
     space = LengthSpace(1, 8192, 16)
     model = KvModel(None, None, Regime.of(None))

@@ -17,8 +17,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from vllm_fit.outcome import Outcome
-from vllm_fit.search.base import AUTO, LengthSpace, Observation
-from vllm_fit.search.length import Bisect, Doubling, Predict
+from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
+from vllm_fit.strategies.length import Bisect, Doubling, Predict
 
 NULL = 1
 

@@ -22,14 +22,12 @@ from typing import Any, Callable, List, Optional
 import click
 
 from . import cli_outputs  # noqa: F401  (registers merge, verify, compare, plot on the group)
+from .api import check_search_outputs, store_for, write_search_outputs
 from .cli_group import _exit, cli, table_options
-from .errors import BadInput, ExitCode, FitError, Interrupted, one_line
-from .export.json_report import report_text
+from .errors import BadInput, ExitCode, FitError, one_line
 from .export.markdown import summary_table
-from .export.yaml_config import config_text
-from .files.atomic import write_text_atomic
 from .files.locks import folder_lock
-from .files.paths import check_distinct, check_not_inputs, check_output
+from .files.paths import check_not_inputs, check_output
 from .fitter import run_search
 from .fleet import batch as batch_module
 from .fleet.fleet_file import load_fleet, parse_shard
@@ -38,9 +36,6 @@ from .fleet.index import load_index
 from .fleet.status import BatchIndex
 from .output.view import TerminalView
 from .prepare import inputs, prepare, request_from_options
-from .store import FitStore, check_cache_dir, default_cache_dir
-
-YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def _store_options(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -51,20 +46,6 @@ def _store_options(function: Callable[..., Any]) -> Callable[..., Any]:
         function)
     return click.option("--cache-dir", metavar="DIR", help="Cached fits and trial journals. Default: "
                         "$VLLM_FIT_CACHE_DIR or ~/.cache/vllm-fit.")(function)
-
-
-def store_for(cache_dir: Optional[str], no_cache: bool) -> Optional[FitStore]:
-    """The fit store the options ask for (None with --no-cache), checked usable before any launch."""
-    if no_cache:
-        return None
-    if cache_dir:
-        return FitStore(check_cache_dir(Path(cache_dir), chosen=True))
-    return FitStore(check_cache_dir(default_cache_dir(os.environ)))
-
-
-def work_dir_for(text: Optional[str]) -> Optional[Path]:
-    """--work-dir: a folder that can be created and written (checked before any launch)."""
-    return check_output(text, kind="folder", what="--work-dir") if text else None
 
 
 @cli.command()
@@ -83,16 +64,9 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     """
     request = request_from_options(options, os.environ, sys.executable)
     prepared = prepare(request)
-    check_distinct({"--out": out, "--report": report})
-    model_folder = prepared.model.path if prepared.model.path is not None else None
-    check_not_inputs({"--out": out, "--report": report, "--work-dir": work_dir},
-                     files=[options["model"]], folders=[model_folder] if model_folder else [])
-    if out:  # every output is proven writable before the first launch
-        check_output(out, what="--out", suffixes=YAML_SUFFIXES)
-    if report:
-        check_output(report, what="--report")
-    prepared = replace(prepared, request=replace(request, work_dir=work_dir_for(work_dir)))
-    store = store_for(cache_dir, no_cache)
+    folder = check_search_outputs(prepared, options["model"], out, report, work_dir)  # before the first launch
+    prepared = replace(prepared, request=replace(request, work_dir=folder))
+    store = store_for(cache_dir, not no_cache)
     view = TerminalView()
     view.preflight(prepared.devices.preflight)
     for note in prepared.notes:
@@ -105,15 +79,7 @@ def search(out: Optional[str], report: Optional[str], work_dir: Optional[str], c
     for note in result.notes:
         if outcome.cached or note not in prepared.notes:  # the preparation's notes were shown above
             view.note(note)
-    yaml_text = config_text(outcome.report)
-    if outcome.interrupted:  # keep the finished trials; an unproven, interrupted fit is no config to deliver
-        if report:
-            write_text_atomic(report, report_text(outcome.report.to_json()))
-        raise Interrupted("%s%s" % (result.stop_detail, "; the report %s keeps them" % report if report else ""))
-    if out and yaml_text is not None:
-        write_text_atomic(out, yaml_text)
-    if report:
-        write_text_atomic(report, report_text(outcome.report.to_json()))
+    yaml_text = write_search_outputs(outcome, out, report)
     view.summary(result, yaml_text, out)
     if outcome.report.explore:
         view.alternatives(outcome.report)
@@ -165,7 +131,7 @@ def batch(fleet_file: str, out_dir: str, shard: Optional[str], baseline: Optiona
     folder = check_output(out_dir, kind="folder", what="--out-dir")
     for sub in ("configs", "reports", "plots"):
         check_output(folder / sub, kind="folder", what="--out-dir")
-    settings = batch_module.BatchSettings(folder, fleet_file, shard_label, store_for(cache_dir, no_cache), force,
+    settings = batch_module.BatchSettings(folder, fleet_file, shard_label, store_for(cache_dir, not no_cache), force,
                                           before, tolerance_value)
     view = TerminalView()
     try:

@@ -149,19 +149,9 @@ def apply_command(source: str, more: List[str], targets: List[str], check: bool,
     is changed in the file's own style, and the edited file is read back to prove it, before anything
     is written. Prints a unified diff.
     """
-    from .deploy.apply import apply_files  # ruamel.yaml only for apply: search runs without it
-    from .deploy.fits import check_lengths, load_fits
+    from .api import apply  # ruamel.yaml only for apply: search runs without it
 
-    names = list(targets) + list(more)
-    paths = [Path(name) for name in names]
-    check_distinct({"--to %s" % name: name for name in names})
-    check_not_inputs({"--to %s" % name: name for name in names}, files=[source])
-    if not check:
-        for path in paths:
-            check_output(path, what="--to")  # a regular file we may replace: never a link, a pipe or a folder
-    loaded = load_fits(source)  # every value checked before a deployment file is read
-    check_lengths(loaded.fits, dict(os.environ))
-    results = apply_files(loaded, paths, check, allow_mismatch)
+    results = apply(source, list(targets) + list(more), check, allow_mismatch)
     for result in results:
         for note in result.notes:
             click.echo(note, err=True)

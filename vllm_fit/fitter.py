@@ -26,7 +26,7 @@ from .trial.run import RunTrial, run_trial
 if TYPE_CHECKING:  # names used in annotations only
     from .prepare import Prepared
     from .report.search_report import SearchReport
-    from .search.objectives import Objective
+    from .strategies.objectives import Objective
 
 
 @dataclass(frozen=True)

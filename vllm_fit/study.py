@@ -13,7 +13,7 @@ from .gpu import LOST_VIEW
 from .outcome import Outcome, StopReason
 from .plan.weights import verify_with_real_weights
 from .redact import public_args
-from .search.objectives import Objective
+from .strategies.objectives import Objective
 from .trial.listener import Listener
 from .trial.record import TrialRecord
 from .trial.run import RunTrial, TrialPlan, launch, run_trial

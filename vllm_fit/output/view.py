@@ -21,7 +21,7 @@ from ..logs.phases import Phase
 from ..outcome import Outcome
 from ..report.search_report import SearchReport
 from ..report.sections import FitSummary
-from ..search.base import AUTO
+from ..strategies.base import AUTO
 from ..study import StudyResult
 from ..trial.listener import Listener
 from ..trial.record import TrialRecord

@@ -14,12 +14,12 @@ from ..logs.kv_groups import KvLayout, candidate_layouts
 from ..prepare import Prepared
 from ..prepare.modelinfo import kv_element_bytes
 from ..prepare.request import ObjectiveKind, Strategy, Via
-from ..search.base import LengthSpace
-from ..search.highest import LongestAtHighestUtilization
-from ..search.knob import Grid, KvModel, utilization_grid
-from ..search.length import Bisect, Doubling, LengthStrategy, Predict
-from ..search.memory import LeastMemoryForLength
-from ..search.objectives import LongestAtFixedMemory, Objective
+from ..strategies.base import LengthSpace
+from ..strategies.highest import LongestAtHighestUtilization
+from ..strategies.knob import Grid, KvModel, utilization_grid
+from ..strategies.length import Bisect, Doubling, LengthStrategy, Predict
+from ..strategies.memory import LeastMemoryForLength
+from ..strategies.objectives import LongestAtFixedMemory, Objective
 
 
 def kv_model(prepared: Prepared) -> KvModel:

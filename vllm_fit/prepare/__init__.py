@@ -7,7 +7,7 @@ from typing import List, Optional
 
 from ..gpu import Devices
 from ..logs.regime import Regime, version_tuple
-from ..search.base import LengthSpace
+from ..strategies.base import LengthSpace
 from . import checks
 from .envcheck import Interpreter, inspect_interpreter
 from .modelinfo import ModelInfo

@@ -14,7 +14,7 @@ from typing import List, Mapping, Optional
 from ..errors import BadInput, EnvironmentProblem
 from ..gpu import Devices
 from ..logs.regime import Regime
-from ..search.base import LengthSpace
+from ..strategies.base import LengthSpace
 from .envcheck import Interpreter
 from .modelinfo import ModelInfo, looks_local, read_model_info
 from .request import ObjectiveKind, SearchRequest

@@ -17,7 +17,7 @@ from ..logs.probe_result import ProbeResult
 from ..logs.regime import Engine, Regime, default_engine, version_tuple
 from ..outcome import CapacityFacts, Classification, Outcome
 from ..redact import public_args
-from ..search.base import AUTO, Observation
+from ..strategies.base import AUTO, Observation
 from .runner import ProcessRun
 
 GIB = 1 << 30
