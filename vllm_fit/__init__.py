@@ -7,7 +7,7 @@ The public API is one call per command (api.py): `vllm_fit.search(model, **optio
 The parent process never imports vllm or torch; trials run `probe.py` in the vLLM interpreter.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 from .errors import BadInput, EnvironmentProblem, ExitCode, FitError, Interrupted
 from .outcome import CapacityFacts, Classification, Outcome
