@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from simulator.baselines import BASELINES  # noqa: E402
 from simulator.harness import Answer, run_tool, score, truth  # noqa: E402
+from simulator.random_worlds import INDIRECT_KINDS as KINDS  # noqa: E402
 from simulator.worlds import Case, cases  # noqa: E402
 
 RANGES = [("V0 (0.5-0.7, fallback)", lambda c: c.world.get("engine") == "v0" or _v(c) < (0, 8)),
@@ -59,7 +60,8 @@ def _truth_text(expected: Dict) -> str:
 
 
 def run_suite(progress: Callable[..., None], only: Optional[str] = None, worlds: Optional[List[Case]] = None,
-              title: str = "Simulated GPUs", every_world: bool = True) -> List[Tuple[str, List[str], List[List[str]]]]:
+              title: str = "Simulated GPUs", every_world: bool = True,
+              kinds: bool = False) -> List[Tuple[str, List[str], List[List[str]]]]:
     """Per world and strategy one row; then the summary by version range and the overall one.
 
     worlds: the named worlds of tests/simulator/worlds.py unless given (the random suite draws its own);
@@ -81,8 +83,8 @@ def run_suite(progress: Callable[..., None], only: Optional[str] = None, worlds:
             rows.append(row)
             progress(case.name, name, answer.launches, _show(answer), verdict.verdict)
     per_world = [[r["case"].name, r["case"].world["vllm_version"], str(r["truth"]), str(r["strategy"]),  # type: ignore
-                  str(r["answer"].launches), _show(r["answer"]), str(r["verdict"])] for r in rows  # type: ignore
-                 if every_world or r["strategy"] == "vllm-fit"]
+                  str(r["answer"].launches), "%.0f" % r["answer"].trial_s, _show(r["answer"]),  # type: ignore
+                  str(r["verdict"])] for r in rows if every_world or r["strategy"] == "vllm-fit"]
     summary = []
     for label, member in [*RANGES, ("all worlds", lambda c: True)]:
         for strategy in ["vllm-fit", *BASELINES]:
@@ -90,18 +92,19 @@ def run_suite(progress: Callable[..., None], only: Optional[str] = None, worlds:
             if chosen:
                 summary.append([label, strategy, *_stats(chosen)])
     objectives = []
-    for label, member in [("default (highest U, longest L)", _default), ("memory knob fixed", _fixed),
+    kind_rows = [(kind, lambda c, kind=kind: kind in c.tags) for kind in KINDS] if kinds else []
+    for label, member in [*kind_rows, ("default (highest U, longest L)", _default), ("memory knob fixed", _fixed),
                           ("--target-len", lambda c: "target_len" in c.question),
                           ("nothing fits", lambda c: not truth(c).get("fit"))]:
         chosen = [r for r in rows if r["strategy"] == "vllm-fit" and member(r["case"])]
         if chosen:
             objectives.append([label, *_stats(chosen)])
-    stat_columns = ["worlds", "right", "above the limit", "median launches", "p90", "max"]
+    stat_columns = ["worlds", "right", "above the limit", "median launches", "p90", "max", "trial s (summed)"]
     return [("%s: the summary by vLLM version range" % title, ["version range", "strategy", *stat_columns],
              summary),
             ("%s: vllm-fit by objective" % title, ["objective", *stat_columns], objectives),
-            ("%s: every world" % title, ["world", "vLLM", "truth (L @ knob)", "strategy", "launches", "answer",
-                                         "verdict"], per_world)]
+            ("%s: every world" % title, ["world", "vLLM", "truth (L @ knob)", "strategy", "launches", "trial s",
+                                         "answer", "verdict"], per_world)]
 
 
 def _default(case: Case) -> bool:
@@ -117,6 +120,7 @@ def _fixed(case: Case) -> bool:
 def _stats(rows: List[Row]) -> List[str]:
     launches = sorted(r["answer"].launches for r in rows)  # type: ignore
     p90 = launches[min(len(launches) - 1, round(0.9 * (len(launches) - 1)))]
+    trial_s = sum(r["answer"].trial_s for r in rows)  # type: ignore
     return [str(len(rows)), "%d/%d" % (sum(bool(r["right"]) for r in rows), len(rows)),
             str(sum(bool(r["above"]) for r in rows)), "%g" % statistics.median(launches), str(p90),
-            str(launches[-1])]
+            str(launches[-1]), "%.0f" % trial_s]

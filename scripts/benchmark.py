@@ -12,9 +12,13 @@ Suites:
                baselines (walk-down from 0.98, doubling at 0.9, blind bisection over both knobs).
   random       the same over --random-count worlds drawn with --random-seed (random_worlds.py):
                versions, devices, models, memory figures and questions nobody chose.
+  hybrid       the same with sliding-window and hybrid-attention families on V1.
+  indirect     the same with worlds where vLLM's numbers are indirect: pools that shrink with the
+               length, requests that fail far below the pool, request OOM beside another process,
+               starts that hang above some length (a quarter each).
 Usage (from the repository root, after `make setup`):
     .venv/bin/python scripts/benchmark.py [--suite length,kv-target,simulator,random,hybrid] [--world NAME]
-        [--random-seed S --random-count N] [--markdown FILE]
+        [--random-seed S --random-count N] [--markdown FILE]   (also: --suite random,hybrid,indirect)
 """
 
 from __future__ import annotations
@@ -153,6 +157,18 @@ def suite_random(report: Report, seed: int, count: int, only: Optional[str], hyb
         report.add(table, columns, rows)
 
 
+def suite_indirect(report: Report, seed: int, count: int, only: Optional[str]) -> None:
+    """Simulated GPUs where vLLM's numbers are indirect (TEST DOUBLE, issue 31): pools that shrink with the
+    length, requests that fail far below the pool, request OOM beside another process, hangs at the boundary."""
+    from bench_simulator import run_suite
+    from simulator.random_worlds import indirect_cases
+
+    title = "Indirect simulated GPUs (seed %d, %d worlds)" % (seed, count)
+    for table, columns, rows in run_suite(_progress, only, indirect_cases(seed, count), title, every_world=False,
+                                          kinds=True):
+        report.add(table, columns, rows)
+
+
 def main(argv: List[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="length,kv-target,simulator")
@@ -177,6 +193,8 @@ def main(argv: List[str]) -> int:
         suite_random(report, args.random_seed, args.random_count, args.world)
     if "hybrid" in suites:
         suite_random(report, args.random_seed, args.random_count, args.world, hybrid=True)
+    if "indirect" in suites:
+        suite_indirect(report, args.random_seed, args.random_count, args.world)
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
         Path(args.markdown).write_text(report.markdown())

@@ -41,6 +41,8 @@ class Answer:
     launches: int
     wall_s: float
     stop: str = ""
+    trial_s: float = 0.0
+    """The trials' own seconds summed (what the launches cost on a GPU, hangs at their timeout)."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +92,10 @@ def run_tool(case: Case, folder: Path, extra: List[str] = (), timeout_s: float =
     data = json.loads(report.read_text())
     fit = data.get("fit") or {}
     args_of_fit = fit.get("engine_args") or {}
+    trial_s = sum(float(t.get("duration_s") or 0) for t in data.get("trials") or [])
     return Answer(done.returncode, fit.get("max_model_len"), args_of_fit.get("gpu_memory_utilization"),
                   args_of_fit.get("kv_cache_memory_bytes"), int(data.get("launches") or 0), wall,
-                  str(data.get("stop") or ""))
+                  str(data.get("stop") or ""), trial_s)
 
 
 def truth(case: Case) -> Dict[str, Any]:

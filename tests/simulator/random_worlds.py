@@ -113,4 +113,79 @@ def random_cases(seed: int, count: int, hybrid: bool = False) -> List[Case]:
     return found
 
 
-__all__ = ["GIB", "random_cases"]
+
+INDIRECT_KINDS = ("shrinking-pool", "request-far", "foreign-request-oom", "hang-boundary")
+"""Worlds where vLLM's numbers point at the answer only indirectly (issue 31): pools that shrink with the
+length (V0 without chunked prefill profiles max_model_len tokens), requests that fail far below the pool,
+out-of-memory on the request beside another process, starts that hang above some length."""
+
+
+def _draw_indirect(rng: random.Random, index: int, kind: str) -> Case:
+    """One candidate world of `kind` and a question (not yet checked against the truth)."""
+    gpu = rng.choice(list(GPUS))
+    model = rng.choice(["llama-8b", "qwen-7b", "phi3-mini-128k"] if gpu not in ("L4", "A10G", "4090")
+                       else ["llama-8b", "qwen-7b", "phi3-mini-128k", "qwen-7b"])
+    memory = {"cuda_context_bytes": rng.randint(300, 650) * MIB, "non_torch_bytes": rng.randint(100, 900) * MIB,
+              "activation_peak_bytes": rng.randint(512, 3072) * MIB, "cudagraph_bytes": rng.randint(0, 1200) * MIB,
+              "runtime_headroom_bytes": 0}
+    adversarial: Dict[str, Any] = {}
+    foreign, extra = 0.0, {}
+    if kind == "shrinking-pool":
+        version = rng.choice(["0.5.5", "0.6.3", "0.7.3", "0.9.2", "0.10.1.1", "0.13.0", "0.20.0", "0.28.0", "0.32.0"])
+        if _v(version) < (0, 8) or rng.random() < 0.3:
+            extra = {"engine": "v0", "v0_fallback_reason": "--kv-cache-dtype is not supported by the V1 Engine"} \
+                if _v(version) >= (0, 8) and _v(version) < (0, 11) else {}
+        adversarial["capacity_depends_on_len"] = rng.choice([16384, 32768, 65536, 131072, 196608])
+    elif kind == "request-far":
+        version = rng.choice(["0.9.2", "0.10.1.1", "0.11.0", "0.14.0", "0.20.0", "0.28.0", "0.29.0", "0.32.0",
+                              "0.33.0"])
+        adversarial["hang_when"] = {"max_model_len_gt": rng.choice([2048, 3000, 4096, 6000, 8192, 12000, 16384]),
+                                    "at": "request"}
+    elif kind == "foreign-request-oom":
+        version = rng.choice(["0.5.5", "0.6.3", "0.7.3", "0.6.3", "0.7.3"])
+        foreign = round(rng.uniform(1.0, 6.0), 2)
+        memory["runtime_headroom_bytes"] = rng.randint(100, 1600) * MIB
+    else:  # hang-boundary
+        version = rng.choice(["0.7.3", "0.9.2", "0.11.0", "0.14.0", "0.20.0", "0.28.0", "0.32.0", "0.34.0"])
+        adversarial["hang_when"] = {"max_model_len_gt": rng.choice([6000, 8192, 12288, 20480, 24000, 40000]),
+                                    "at": "start"}
+    spec = world(version, gpu, model, foreign_gib=foreign, memory=memory, adversarial=adversarial, **extra)
+    q = question(rng.choice([131072, 65536, 32768]), rng.choice([1, 16, 128, 256, 1024]),
+                 rng.choice([1, 1, 1, 1024]))
+    roll = rng.random()
+    if roll < 0.2:
+        q["gpu_memory_utilization"] = round(rng.uniform(0.75, 0.95), 2)
+    elif roll < 0.3 and kind == "foreign-request-oom":
+        q["max_utilization"] = round(rng.uniform(0.85, 0.94), 2)
+    tags = ["indirect", kind] + (["foreign"] if foreign else [])
+    return Case("indirect-%03d-%s-%s-%s" % (index, kind, version, gpu), dict(spec, name="indirect-%03d" % index), q,
+                "indirect world %d (%s, %s)" % (index, kind, model), tags)
+
+
+def indirect_cases(seed: int, count: int) -> List[Case]:
+    """`count` worlds of the four indirect kinds in turn, drawn with `seed` (the same seed, the same worlds)."""
+    from .harness import truth
+
+    rng = random.Random(seed)
+    found: List[Case] = []
+    index = 0
+    while len(found) < count:
+        case = _draw_indirect(rng, index, INDIRECT_KINDS[len(found) % len(INDIRECT_KINDS)])
+        index += 1
+        expected = _acceptable(case, truth)
+        if expected is not None and _adversity_matters(case, expected):
+            found.append(case)
+    return found
+
+
+def _adversity_matters(case: Case, expected: Dict[str, Any]) -> bool:
+    """The world's difficulty decides its answer (without it, the answer would differ)."""
+    from .harness import _fakeworld, _world
+
+    calm = _world(case)
+    calm["adversarial"], calm["foreign_bytes"] = {}, 0
+    calm["memory"] = dict(calm["memory"], runtime_headroom_bytes=0)
+    return _fakeworld.truth(calm, dict(case.question)).get("fit") != expected.get("fit")
+
+
+__all__ = ["GIB", "indirect_cases", "random_cases"]
