@@ -20,6 +20,7 @@ import pytest
 from deploy_oracle import container_argv, container_at, run_recorded, vllm_args, vllm_parse
 
 from vllm_fit import cli
+from vllm_fit.deploy import apply as apply_module
 from vllm_fit.files import atomic, paths
 
 
@@ -242,6 +243,7 @@ def test_the_file_keeps_its_mode_and_check_needs_no_write_permission(tmp_path, m
 
     monkeypatch.setattr(paths, "_writable_folder", refuse)
     monkeypatch.setattr(atomic, "prepare", refuse)
+    monkeypatch.setattr(apply_module, "prepare", refuse)  # where apply looks it up
     monkeypatch.chdir(checkout)
     for path, code in zip(fits, (0, 1)):
         with pytest.raises(SystemExit) as exited:
