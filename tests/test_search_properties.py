@@ -154,3 +154,13 @@ def test_predict_on_the_measured_cpu_example():
     assert (found, len(history)) == (4864, 2)
     found, history = run(Predict(LengthSpace(1, 32768, 1)), world)
     assert (found, [o.requested for o in history]) == (4992, [32768, 4992])
+
+
+@settings(max_examples=300, deadline=None)
+@given(space=spaces, world=worlds("shrinking"))
+def test_where_pools_shrink_with_the_length_predict_steps_along_their_line(space, world):
+    """Two measured pools define the line the answer sits on (issue 31): a secant step, not a bisection."""
+    space = _space_within(space, world)
+    found, history = run(Predict(space), world)
+    assert found == world.true_max(space)
+    assert len(history) <= 6, history

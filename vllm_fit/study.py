@@ -6,6 +6,7 @@ path (side effects) and the listener (the terminal view), and decides when to st
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
@@ -13,7 +14,9 @@ from .gpu import LOST_VIEW
 from .outcome import Outcome, StopReason
 from .plan.weights import verify_with_real_weights
 from .redact import public_args
+from .strategies.base import Candidate
 from .strategies.objectives import Objective
+from .trial.hangs import boundary_hangs, boundary_text, confirmed, derived_timeout
 from .trial.listener import Listener
 from .trial.record import TrialRecord
 from .trial.run import RunTrial, TrialPlan, launch, run_trial
@@ -26,7 +29,8 @@ MAX_TIMEOUTS_IN_A_ROW = 2
 """A timeout rules out its length (try shorter); this many in a row, with no success, end the search."""
 MAX_TIMEOUTS_WITH_A_FIT = 6
 """Once a length served, timeouts above it narrow the range between the fit and the lowest length that
-hangs (each costs a whole trial timeout); this many in all end the search with that range unproven."""
+hangs; when they have cost this many whole --trial-timeouts in all (a derived timeout costs its share,
+trial/hangs.py), the search ends with that range unproven."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ class StudyResult:
             and last.outcome in (Outcome.ENVIRONMENT, Outcome.FREE_MEMORY_SHORT)
 
 
-def _stop_before(records: List[TrialRecord], objective: Objective) -> Optional[tuple]:
+def _stop_before(records: List[TrialRecord], objective: Objective, timeout_s: float) -> Optional[tuple]:
     """(reason, detail) when the trials so far end the search before the objective is done."""
     stopping = STOPPING_OUTCOMES - objective.informative
     stopper = next((r for r in records if r.outcome in stopping), None)
@@ -75,7 +79,8 @@ def _stop_before(records: List[TrialRecord], objective: Objective) -> Optional[t
                                                                        stopper.detail)
     served = [r for r in records if r.outcome is Outcome.OK and r.length is not None]
     timeouts = [r for r in records if r.outcome is Outcome.TIMEOUT]
-    if served and len(timeouts) >= MAX_TIMEOUTS_WITH_A_FIT:
+    spent = sum(min(1.0, (r.timeout_s or timeout_s) / timeout_s) for r in timeouts)
+    if served and spent >= MAX_TIMEOUTS_WITH_A_FIT - 1e-9:
         return StopReason.TIMEOUTS, "%d trials timed out (trials %s); %s; raise --trial-timeout or check the" \
             " log" % (len(timeouts), ", ".join(str(r.index) for r in timeouts), _unproven_range(served, timeouts))
     tail = records[-MAX_TIMEOUTS_IN_A_ROW:]
@@ -96,12 +101,29 @@ def _unproven_range(served: List[TrialRecord], timeouts: List[TrialRecord]) -> s
     return "lengths from %d (served) to %d (hung) are unproven" % (best, hung)
 
 
-def _rests_on_a_hang(records: List[TrialRecord], objective: Objective) -> Optional[str]:
-    """Where the search is complete only because starts hung (without them it would launch again): say
-    so; a hang may be a slow machine, not a length that cannot work."""
+def _rests_on_hangs(records: List[TrialRecord], objective: Objective) -> bool:
+    """The search is complete only because starts hung: without them it would launch again."""
     timeouts = [r for r in records if r.outcome is Outcome.TIMEOUT]
-    if not timeouts or objective.propose([r.observation() for r in records if r not in timeouts]) is None:
+    return bool(timeouts) and objective.propose([r.observation() for r in records if r not in timeouts]) is not None
+
+
+def _unconfirmed_boundary(records: List[TrialRecord], objective: Objective) -> Optional[Candidate]:
+    """Where a served length's boundary rests on a length that hung once: that length again (a length
+    that hangs twice counts as not starting; one hang may be a slow start)."""
+    if confirmed(records) or not any(r.outcome is Outcome.OK for r in records) \
+            or not _rests_on_hangs(records, objective):
         return None
+    hang = boundary_hangs(records)[0]
+    knob = hang.llm_kwargs
+    return Candidate(hang.requested_len, knob.get("gpu_memory_utilization"), knob.get("kv_cache_memory_bytes"))
+
+
+def _rests_on_a_hang(records: List[TrialRecord], objective: Objective) -> Optional[str]:
+    """Where the search is complete only because starts hung and the boundary's hang is not confirmed: say
+    so; a hang may be a slow machine, not a length that cannot work."""
+    if confirmed(records) or not _rests_on_hangs(records, objective):
+        return None
+    timeouts = [r for r in records if r.outcome is Outcome.TIMEOUT]
     served = [r for r in records if r.outcome is Outcome.OK and r.length is not None]
     return "the search ends where starts hung (trials %s timed out after %s s), not where vLLM refused: %s" % (
         ", ".join(str(r.index) for r in timeouts), timeouts[-1].timeout_s, _unproven_range(served, timeouts))
@@ -143,20 +165,24 @@ def _loop(plan: TrialPlan, objective: Objective, listener: Listener, records: Li
     """Propose, launch and record until the objective has no candidate; the launches made."""
     launches = 0
     while True:
-        early = _stop_before(records, objective)
+        early = _stop_before(records, objective, plan.timeout_s)
         candidate = objective.propose([record.observation() for record in records]) if early is None else None
         if early is not None:
             raise _Stopped(early[0], early[1], launches)
+        confirming = candidate is None
+        candidate = candidate or _unconfirmed_boundary(records, objective)
         if candidate is None:
             return launches
         kwargs = plan.llm_kwargs(candidate.engine_args())
         if plan.explore_load_format:
             kwargs["load_format"] = plan.explore_load_format
         again = next((r for r in records if r.llm_kwargs == public_args(kwargs) and not r.transient), None)
-        if again is not None:  # the same launch twice would prove nothing new: never loop to the trial limit
+        if again is not None and not confirming:  # the same launch twice proves nothing new: never loop
             raise _Stopped(StopReason.TRIAL_LIMIT, "the search proposed trial %d's candidate again; stopped"
                            " (please report this with the report file)" % again.index, launches)
-        record = launch(plan, len(records) + 1, kwargs, listener, run)
+        timeout_s = derived_timeout(records, plan.timeout_s, candidate.max_model_len)
+        trial_plan = plan if timeout_s >= plan.timeout_s else dataclasses.replace(plan, timeout_s=timeout_s)
+        record = launch(trial_plan, len(records) + 1, kwargs, listener, run)
         launches += 1 + len(record.retries)
         records.append(record)
         on_record(record)
@@ -194,6 +220,9 @@ def _finish(plan: TrialPlan, objective: Objective, listener: Listener, records: 
     hang = _rests_on_a_hang(records, objective) if best is not None and stop is StopReason.COMPLETE else None
     if hang is not None:
         stop, detail = StopReason.TIMEOUTS, hang
+    boundary = boundary_text(records) if best is not None and stop is StopReason.COMPLETE else None
+    if boundary is not None and _rests_on_hangs(records, objective):
+        notes.append(boundary)
     if not stop.proven:
         if best is not None:
             notes.append("best verified so far: trial %d (not proven the best)" % best.index)

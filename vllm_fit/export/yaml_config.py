@@ -17,6 +17,7 @@ from ..files.yaml_text import read_yaml
 from ..redact import is_secret_arg
 from ..report.search_report import SearchReport
 from ..report.sections import FitSummary
+from ..trial.hangs import boundary_text
 
 FIRST_KEYS = ("model", "max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes",
               "tensor_parallel_size")
@@ -67,6 +68,9 @@ def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
         "torch: %s" % env.torch_version,
         "cuda: %s" % (env.cuda_version or "none"),
     ]
+    boundary = boundary_text(report.trials) if report.proven else None
+    if boundary is not None:
+        lines.append("boundary: %s" % boundary)
     held = fit.concurrency or {}
     if held:
         lines.append("concurrency: %s full-length sequences at once (the pool holds %s; seen running together: %s)"

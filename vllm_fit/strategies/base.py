@@ -17,10 +17,13 @@ AUTO = -1
 """A requested max_model_len of -1 asks vLLM (0.14+) to fit the length to memory itself."""
 
 LENGTH_FAILURES = frozenset({Outcome.KV_TOO_SMALL, Outcome.TOO_LONG_FOR_MODEL, Outcome.REQUEST_FAILED,
-                             Outcome.TIMEOUT, Outcome.OOM})
+                             Outcome.TIMEOUT, Outcome.OOM, Outcome.NO_KV_MEMORY})
 """Outcomes that rule a length out (and every longer one) at the memory they ran with."""
 GLOBAL_LENGTH_FAILURES = frozenset({Outcome.TOO_LONG_FOR_MODEL, Outcome.TIMEOUT})
 """Length failures that hold at every memory level: over the model's maximum, a start that hangs."""
+FAR_BELOW_POOL = 2
+"""A request that fails though its pool holds this many full-length sequences did not fail for want of KV
+cache: the length itself fails, at every memory level."""
 LEVEL_OOM = frozenset({OomStage.KV_ALLOCATION, OomStage.REQUEST})
 """Out-of-memory stages that say the memory knob is too high (not the weights, not the profile)."""
 
@@ -70,6 +73,20 @@ class Observation:
             self.outcome is Outcome.OOM and self.oom_stage is OomStage.REQUEST)
 
     @property
+    def fails_below_pool(self) -> bool:
+        """The engine started and its pool holds the length, yet the full-length request failed (not out
+        of memory): the pool is not what limits the length, so its hint points nowhere."""
+        return self.outcome is Outcome.REQUEST_FAILED and self.hint is not None and self.length is not None \
+            and self.hint >= self.length
+
+    @property
+    def fails_everywhere(self) -> bool:
+        """A length failure that holds at every memory level: over the model's maximum, a start that hangs,
+        a request that fails far below what the pool holds."""
+        return self.length is not None and (self.outcome in GLOBAL_LENGTH_FAILURES or (
+            self.fails_below_pool and (self.hint or 0) >= FAR_BELOW_POOL * self.length))
+
+    @property
     def fails_length(self) -> bool:
         return self.outcome in LENGTH_FAILURES and not (self.outcome is Outcome.OOM and
                                                          self.oom_stage is OomStage.LOAD)
@@ -113,7 +130,9 @@ class Bracket:
     """(measured at length, holds at most) pairs."""
     tried: FrozenSet[int]
     no_memory: bool = False
-    """A trial found no memory at all for the KV cache: no length can work at this memory level."""
+    """A trial at the shortest candidate found no memory at all for the KV cache: no length can work at
+    this memory level (at a longer length it rules out only that length and longer ones: a profile that
+    grows with max_model_len leaves more memory to a shorter one)."""
 
     def allowed(self, length: int) -> bool:
         if any(failed <= length for failed in self.failures):
@@ -121,8 +140,10 @@ class Bracket:
         return not any(at <= length and length > holds for at, holds in self.ceilings)
 
 
-def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Optional[int] = None) -> Bracket:
-    """Fold the observations into a Bracket; `ceiling` is a limit from elsewhere (other levels)."""
+def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Optional[int] = None,
+            lowest: int = 0) -> Bracket:
+    """Fold the observations into a Bracket; `ceiling` is a limit from elsewhere (other levels), `lowest`
+    the shortest candidate."""
     proven_ok = None
     failures, ceilings, tried = set(), set(), set()
     if ceiling is not None:
@@ -145,7 +166,8 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
         if use_hints and obs.hint is not None and obs.started:
             ceilings.add((max(obs.pool_at or 0, obs.length),
                           max(obs.hint, obs.length if obs.outcome is Outcome.OK else 0)))
-    no_memory = any(obs.outcome is Outcome.NO_KV_MEMORY for obs in history)
+    no_memory = any(obs.outcome is Outcome.NO_KV_MEMORY and (obs.length is None or obs.length <= lowest)
+                    for obs in history)
     return Bracket(proven_ok, frozenset(failures), frozenset(ceilings), frozenset(tried), no_memory)
 
 

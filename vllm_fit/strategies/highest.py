@@ -13,10 +13,19 @@ from __future__ import annotations
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from ..outcome import Outcome
-from .base import GLOBAL_LENGTH_FAILURES, Candidate, Observation, profile_does_not_fit, weights_do_not_fit
+from .base import (
+    Candidate,
+    Observation,
+    best_verified,
+    bracket,
+    profile_does_not_fit,
+    top_candidate,
+    weights_do_not_fit,
+)
 from .knob import Grid, KvModel, squeezed_between, too_high
 from .length import LengthStrategy
 from .objectives import Objective, last_ok_index
+from .pool_line import pool_points, secant_of_points
 
 PRINTED_GIB_ERROR = 0.02 * (1 << 30)
 """vLLM and torch print memory in 2-decimal GiB: two such numbers are off by up to this much."""
@@ -43,17 +52,17 @@ class LongestAtHighestUtilization(Objective):
 
     def _view(self, history: Sequence[Observation], index: int) -> List[Observation]:
         """What a level's length search sees: its own trials, after the length failures that hold at
-        every level (over the model's maximum, a start that hangs) seen at other levels."""
+        every level (over the model's maximum, a start that hangs, a request failing far below the pool)
+        seen at other levels."""
         level = self._at(history, index)
         own = {id(obs) for obs in level}
-        shared = [obs for obs in history if id(obs) not in own and obs.length is not None
-                  and obs.outcome in GLOBAL_LENGTH_FAILURES]
+        shared = [obs for obs in history if id(obs) not in own and obs.fails_everywhere]
         return shared + level
 
     def _ceiling(self, history: Sequence[Observation]) -> Optional[int]:
         """The longest length not ruled out at every level (None: nothing rules one out)."""
         limits = [obs.derived_max for obs in history if obs.derived_max is not None]
-        limits += [obs.length - 1 for obs in history if obs.outcome in GLOBAL_LENGTH_FAILURES and obs.length]
+        limits += [obs.length - 1 for obs in history if obs.fails_everywhere and obs.length]
         return min(limits) if limits else None
 
     def _works(self, history: Sequence[Observation], index: int) -> Optional[bool]:
@@ -64,7 +73,9 @@ class LongestAtHighestUtilization(Objective):
             return False
         if Outcome.OK in outcomes:
             return True
-        if Outcome.NO_KV_MEMORY in outcomes or (level and self.strategy.propose(self._view(history, index)) is None):
+        lowest = self.strategy.space.lowest
+        if any(o.outcome is Outcome.NO_KV_MEMORY and (o.length or 0) <= lowest for o in level) or (
+                level and self.strategy.propose(self._view(history, index)) is None):
             return False
         return None
 
@@ -191,19 +202,37 @@ class LongestAtHighestUtilization(Objective):
         shortest candidate, the shortest candidate is what decides the level.
         """
         total, page = self.model.total(history), self.model.page_bytes(history)
+        space = self.strategy.space
+        shrinking = self._shrinking_pool_length(history, level)
+        if shrinking is not None:
+            return shrinking
         bounds = self._constant_bounds(history)
         if not total or not page or bounds is None:
             return None
-        space = self.strategy.space
         blocks = int(((bounds[0] + bounds[1]) / 2 + self.grid.value(level) * total) // page)
         length = space.floor(self.model.regime.servable_len(blocks, self.model.block_size(history),
                                                             self.model.sliding_window, self.model.sequences))
         ceiling = self._ceiling(history)
-        if ceiling is not None:
-            length = min(length, space.floor(ceiling))
+        if ceiling is not None and length >= space.floor(ceiling):
+            if any(o.length == ceiling + 1 and o.outcome is not Outcome.TOO_LONG_FOR_MODEL and o.fails_everywhere
+                   for o in history):
+                return None  # the pool reaches past a length that hung: the level's own search decides
+            length = space.floor(ceiling)
         if length < space.lowest:
             return space.lowest
         return length if length < space.highest else None
+
+    def _shrinking_pool_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
+        """Where pools shrink with the length (pool_line.py): the secant over every level's pools, each
+        moved to this level (a level more adds utilization x total bytes to any length's pool), or None."""
+        total, page = self.model.total(history), self.model.page_bytes(history)
+        if not total or not page or not self.model.plain or self.model.sequences > 1:
+            return None
+        per_token = page / self.model.block_size(history)
+        value = self.grid.value(level)
+        points = [(at, holds + int((value - obs.memory) * total / per_token))
+                  for obs in history if obs.memory is not None for at, holds in pool_points([obs])]
+        return secant_of_points(self.strategy.space, points)
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         level = self._level(history)
@@ -216,9 +245,27 @@ class LongestAtHighestUtilization(Objective):
                 space = self.strategy.space
                 length = self.model.prior_length(self.grid.value(level), space.lowest, space.highest,
                                                  space.granularity)
+        else:
+            length = self._open_secant(history, level)
         if length is None:
             length = self.strategy.propose(self._view(history, level))
         return None if length is None else self.grid.candidate(level, length)
+
+    def _open_secant(self, history: Sequence[Observation], level: int) -> Optional[int]:
+        """On a level already tried, where pools shrink with the length: the secant over every level's pools,
+        if the level's own trials leave it open (None otherwise: the level's length search decides)."""
+        length = self._shrinking_pool_length(history, level)
+        if length is None:
+            return None
+        view = self._view(history, level)
+        space = self.strategy.space
+        state = bracket(view, lowest=space.lowest)
+        top = top_candidate(space, state)
+        best = best_verified(space, view)
+        if top is None or length > top or length in state.tried or not state.allowed(length) \
+                or (best is not None and length <= best):
+            return None
+        return length
 
     def why_nothing_fits(self, history: Sequence[Observation]) -> Optional[str]:
         return super().why_nothing_fits(history) or squeezed_between(

@@ -12,6 +12,7 @@ from typing import Optional, Sequence
 
 from ..outcome import OomStage, Outcome
 from .base import AUTO, LengthSpace, Observation, best_verified, bracket, top_candidate
+from .pool_line import secant_length
 
 MAX_HINT_MISSES = 2
 """After this many hinted candidates failed, predict stops trusting hints and bisects."""
@@ -82,7 +83,7 @@ class Predict(LengthStrategy):
             if self.first is not None:
                 return self.first
             return AUTO if self.use_autofit else self.space.highest
-        state = bracket(history)
+        state = bracket(history, lowest=self.space.lowest)
         if any(obs.requested == AUTO and obs.length is None and obs.fails_length for obs in history):
             # auto-fit configures the model's full length first: failing before it said more rules that out
             state = dataclasses.replace(state, failures=state.failures | {self.space.highest})
@@ -96,12 +97,18 @@ class Predict(LengthStrategy):
         if above is not None:
             return above
         last = history[-1]
-        if last.outcome is Outcome.OOM and last.oom_stage in (OomStage.PROFILE, OomStage.REQUEST) \
-                and state.proven_ok is None and self.space.lowest not in state.tried:
-            # the profile and the request's headroom seldom depend on the length: the shortest says if any fits
+        if (last.outcome in (Outcome.NO_KV_MEMORY, Outcome.TIMEOUT) or (last.outcome is Outcome.OOM
+                and last.oom_stage in (OomStage.PROFILE, OomStage.REQUEST))) and state.proven_ok is None \
+                and self.space.lowest not in state.tried:
+            # the profile and the request's headroom seldom depend on the length, and a start that hangs may
+            # be a slow machine: the shortest says whether any length fits (and how long a start takes)
             return self.space.lowest
         if state.proven_ok is not None and state.proven_ok >= top:
             return top  # proven by a longer success; verify the candidate itself
+        secant = secant_length(self.space, history)
+        if secant is not None and secant <= top and secant not in state.tried and state.allowed(secant) \
+                and (best is None or secant > best):
+            return secant  # the pools shrink with the length: where their line holds its own length
         hinted = self._hinted(history, top, best)
         if hinted is not None:
             return hinted
@@ -127,6 +134,10 @@ class Predict(LengthStrategy):
         last = history[-1]
         if last.hint is None or misses > MAX_HINT_MISSES:
             return None
+        if last.fails_below_pool and (last.fails_everywhere or sum(o.fails_below_pool for o in history) > 1):
+            return None  # the pool is not the limit: one granule down at most once, then bisect
+        if last.hint >= top and _bounded_by_a_hang(history, top + self.space.granularity):
+            return None  # the pool reaches past a length that hung: it says nothing about where the hang begins
         candidate = max(self.space.lowest, self.space.floor(min(last.hint, top)))
         if candidate in bracket(history).tried:
             return None
@@ -135,13 +146,23 @@ class Predict(LengthStrategy):
         return candidate
 
 
+def _bounded_by_a_hang(history: Sequence[Observation], length: int) -> bool:
+    """The shortest length ruled out at or below `length` failed for a reason other than its pool (a start
+    that hung, a request that failed far below what the pool held)."""
+    failed = [obs for obs in history if obs.length is not None and obs.fails_length and obs.length <= length]
+    if not failed:
+        return False
+    shortest = min(failed, key=lambda obs: obs.length or 0)
+    return shortest.outcome is Outcome.TIMEOUT or (shortest.fails_below_pool and shortest.fails_everywhere)
+
+
 class Bisect(LengthStrategy):
     """Blind bisection over the candidates: only started/failed counts, numbers are ignored."""
 
     name = "bisect"
 
     def propose(self, history: Sequence[Observation]) -> Optional[int]:
-        state = bracket(history, use_hints=False)
+        state = bracket(history, use_hints=False, lowest=self.space.lowest)
         top = top_candidate(self.space, state)
         if top is None:
             return None
