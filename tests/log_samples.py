@@ -380,4 +380,21 @@ SAMPLES = [
            {"status": "request_failed", "phase": "request", "request_problem": "served 4000 of 4992 tokens"}),
     Sample("import failed", "", "environment", {}, {"status": "import_failed", "phase": "import", "exception": {
         "type": "builtins.ModuleNotFoundError", "message": "No module named 'vllm'"}}),
+    # recorded on this machine: vLLM 0.32.0 (CPU), `vllm serve` on a config.json naming
+    # OpenPanguVLForConditionalGeneration without torchvision installed (issue 30; the same shape as
+    # tenstorrent/vllm-tt-plugin#107, where the trial ended in "1 validation error for ModelConfig")
+    Sample("missing python module behind 'failed to be inspected'",
+           "(APIServer pid=14814) ERROR 12-05 06:12:50 [registry.py:1120] Error in inspecting model architecture"
+           " 'OpenPanguVLForConditionalGeneration'\n"
+           "(APIServer pid=14814) ERROR 12-05 06:12:50 [registry.py:1120] Traceback (most recent call last):\n"
+           "(APIServer pid=14814) ERROR 12-05 06:12:50 [registry.py:1120]     from torchvision.transforms import v2\n"
+           "(APIServer pid=14814) ERROR 12-05 06:12:50 [registry.py:1120] ModuleNotFoundError: No module named"
+           " 'torchvision'\n", "environment", {}, start_failed(
+               "1 validation error for ModelConfig\n  Value error, Model architectures"
+               " ['OpenPanguVLForConditionalGeneration'] failed to be inspected. Please check the logs for more"
+               " details.", "pydantic_core._pydantic_core.ValidationError")),
+    Sample("vLLM's optional-import warning is no missing module",
+           "WARNING 12-05 06:12:40 [_custom_ops.py:20] Failed to import from vllm._C with"
+           " ModuleNotFoundError(\"No module named 'vllm._C'\")\n" + P31 + "GPU KV cache size: 9,999 tokens\n",
+           "ok", {"kv_cache_tokens": 9999}, OK_RESULT),
 ]

@@ -121,3 +121,19 @@ def test_a_rerun_with_a_longer_timeout_relaunches_what_timed_out(vllm_python, ti
     again, report = search(vllm_python, tiny_model, real_env, tmp_path, *args, "--trial-timeout", 600)
     assert again.returncode == 0, again.stderr
     assert report["fit"]["max_model_len"] == 4992 and report["launches"] >= 1
+
+
+def test_a_python_module_vllm_lacks_for_the_model_is_an_environment_problem(vllm_python, tiny_model, real_env,
+                                                                           tmp_path):
+    """vLLM 0.32 imports torchvision to inspect OpenPangu-VL; without it the server fails with "failed to be
+    inspected" inside a ModelConfig validation error. The default (served) path names the module, exit 3
+    (issue 30)."""
+    probe = subprocess.run([vllm_python, "-c", "import torchvision"], capture_output=True, timeout=120)
+    if probe.returncode == 0:
+        pytest.skip("torchvision is installed in the vLLM environment")
+    model = variant(tiny_model, tmp_path, "pangu-vl", architectures=["OpenPanguVLForConditionalGeneration"])
+    done, report = search(vllm_python, model, real_env, tmp_path, "--kv-cache-memory", 40 * BLOCK_BYTES,
+                          "--max-len", 512)
+    assert done.returncode == 3, done.stderr
+    assert "'torchvision' is not installed where vLLM runs" in done.stderr.strip().splitlines()[-1]
+    assert [trial["outcome"] for trial in report["trials"]] == ["environment"]

@@ -186,3 +186,21 @@ def test_plotting_a_report_with_a_huge_model_name_is_quick(tmp_path):
     done = tool(["plot", "r.json", "--out", "p.svg"], tmp_path)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 20
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"kv_lora_rank": 512, "qk_rope_head_dim": 64}, "multi-head latent attention (MLA: kv_lora_rank 512)"),
+    ({"layer_types": ["mamba", "full_attention"]}, "layer types mamba"),
+])
+def test_the_least_kv_question_names_the_attention_it_cannot_cost(tmp_path, changes, words):
+    """Without a GPU, the least KV size of a model whose KV cache config.json does not let the tool cost is
+    refused naming that attention kind, never as if config.json were missing (issue 30)."""
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(dict(LLAMA, **changes)))
+    done = tool(["search", "--model", model, "--target-len", "512", "--search", "kv-cache-memory", "--python",
+                 sys.executable, "--no-cache", "--work-dir", tmp_path / "work"], tmp_path)
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and "cannot cost the KV cache of " + words in last, done.stderr
+    assert "needs the model's config.json" not in done.stderr
+    assert not (tmp_path / "work").exists() or not list((tmp_path / "work").rglob("spec.json"))

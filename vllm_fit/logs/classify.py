@@ -29,6 +29,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.FREE_MEMORY_SHORT, Outcome.FREE_MEMORY_SHORT),
     (patterns.OOM, Outcome.OOM),
     (patterns.NO_DEVICE, Outcome.ENVIRONMENT),
+    (patterns.MISSING_MODULE, Outcome.ENVIRONMENT),
     (patterns.BAD_CONFIG, Outcome.BAD_CONFIG),
 ]
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
@@ -118,6 +119,10 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str) -> str:
         return "KV cache too small for one sequence (vLLM printed no estimate)"
     if outcome is Outcome.TOO_LONG_FOR_MODEL and facts.derived_max_len is not None:
         return "over the model's derived maximum of %d" % facts.derived_max_len
+    missing = patterns.MISSING_MODULE.search(line) if outcome is Outcome.ENVIRONMENT else None
+    if missing is not None:
+        return ("the Python module %r is not installed where vLLM runs (ModuleNotFoundError); install it into that"
+                " environment (the --python interpreter) and search again" % missing.group(1))
     if outcome is Outcome.OOM and facts.oom_stage is not None:
         return "out of memory (%s): %s" % (facts.oom_stage.value.replace("_", " "), line[:200])
     return line[:240]

@@ -93,6 +93,11 @@ NO_DEVICE = re.compile(
     r"|no CUDA-capable device is detected|CUDA initialization is blocked|Device string must not be empty"
     r"|CUDA driver initialization failed|NVIDIA driver on your system is too old"
 )
+MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.\-]+)'")
+"""A traceback's last line where a Python module vLLM needs (for this model: torchvision for a multimodal
+processor, a kernel package) is not installed; vLLM then often reports only that the architecture 'failed
+to be inspected' inside a ModelConfig validation error (tenstorrent/vllm-tt-plugin#107). The repr form of
+vLLM's own optional-import warnings ('ModuleNotFoundError("No module named ...")') does not match."""
 BAD_CONFIG = re.compile(
     r"must be divisible by tensor parallel size|must be divisible by pipeline parallel size"
     r"|GPU memory utilization must be less than 1\.0|\d+ validation errors? for \w+"

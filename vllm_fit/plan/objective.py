@@ -72,6 +72,12 @@ def _kv_grid(prepared: Prepared, model: KvModel) -> Grid:
     free = prepared.devices.preflight.free_bytes
     need = model.need_bytes(request.target_len or 1, [])
     if free is None and need is None:
+        kind = prepared.model.unmodelled_attention
+        if prepared.model.path is not None:
+            raise BadInput("--search kv-cache-memory: vllm-fit cannot cost the KV cache of %s from config.json yet,"
+                           " and with no GPU there is no free memory to bound the search; run it where the GPU is,"
+                           " or fix the size with --kv-cache-memory and search the length" % (
+                               kind or "this model's attention"))
         raise BadInput("--search kv-cache-memory needs the model's config.json (or a GPU) to bound the search")
     top = free if free is not None else 4 * (need or 0)
     return Grid("kv_cache_memory_bytes", float(request.kv_granularity), 1, int(top // request.kv_granularity))

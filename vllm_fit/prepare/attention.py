@@ -58,6 +58,23 @@ def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     return 2 * kv_heads * head_dim * dtype
 
 
+def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
+    """The attention kind whose KV cache this tool does not cost from config.json, in words (None: every
+    layer is full or sliding-window attention): MLA's latent pages, mamba and linear-attention state pages,
+    chunked local attention, or layer types it does not know."""
+    config = text_config(config)
+    if config.get("kv_lora_rank"):
+        return "multi-head latent attention (MLA: kv_lora_rank %s)" % config.get("kv_lora_rank")
+    types = config.get("layer_types")
+    kinds = sorted({str(kind) for kind in types} - {"full_attention", "sliding_attention"}) \
+        if isinstance(types, list) else []
+    if kinds:
+        return "layer types %s" % ", ".join(kinds[:4])
+    if config.get("attention_chunk_size"):
+        return "chunked local attention (attention_chunk_size %s)" % config.get("attention_chunk_size")
+    return None
+
+
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 

@@ -20,6 +20,7 @@ from .attention import (
     layer_windows,
     sliding_window,
     text_config,
+    unmodelled_attention,
 )
 from .maxlen import MAX_CONFIG_BYTES, YARN_UNSCALED_SINCE, derived_max_len, max_len_source, tokenizer_max_len
 
@@ -56,6 +57,8 @@ class ModelInfo:
     """KV bytes one token takes in one layer (every layer alike), for vLLM's per-group pages."""
     max_len_source: str = "config.json"
     """Where the model's maximum came from, for messages."""
+    unmodelled_attention: Optional[str] = None
+    """The attention kind whose KV cache config.json does not let this tool cost (MLA, mamba ...), in words."""
 
     def for_version(self, version: Optional[Tuple[int, ...]]) -> ModelInfo:
         """These facts as the installed vLLM derives them (an unknown version counts as current)."""
@@ -192,6 +195,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         layer_windows=windows,
         layer_kv_bytes_per_token=per_layer,
         max_len_source=max_len_source(config, tokenizer),
+        unmodelled_attention=unmodelled_attention(config),
     )
 
 
