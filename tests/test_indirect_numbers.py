@@ -11,7 +11,7 @@ from vllm_fit.strategies.base import LengthSpace, Observation
 from vllm_fit.strategies.length import Predict
 from vllm_fit.strategies.objectives import LongestAtFixedMemory
 from vllm_fit.strategies.pool_line import pool_points, secant_length
-from vllm_fit.trial.hangs import boundary_text, confirmed, derived_timeout
+from vllm_fit.trial.hangs import boundary_text, confirmed, derived_deadlines
 from vllm_fit.trial.record import TrialRecord
 
 SPACE = LengthSpace(1, 32768, 128)
@@ -83,15 +83,16 @@ def record(index: int, length: int, outcome: Outcome, seconds: float, request_s:
                        request={"seconds": request_s} if request_s is not None else None, timeout_s=timeout_s)
 
 
-def test_the_trial_timeout_follows_the_slowest_measured_start():
-    """Nothing served: the user's timeout. Then 3 x (start + request grown with the length), floored at a
-    tenth of the user's timeout and never above it."""
-    assert derived_timeout([record(1, 32768, Outcome.TIMEOUT, 600)], 600, 16384) == 600
-    served = [record(1, 4096, Outcome.OK, 40.0, request_s=2.0)]
-    assert derived_timeout(served, 600, 4096) == 3 * 40.0
-    assert derived_timeout(served, 600, 8192) == 3 * (38.0 + 4.0)
-    assert derived_timeout([record(1, 4096, Outcome.OK, 5.0, request_s=0.1)], 600, 4096) == 60.0
-    assert derived_timeout([record(1, 4096, Outcome.OK, 500.0, request_s=1)], 600, 4096) == 600
+def test_the_deadlines_follow_the_slowest_measured_start_and_request():
+    """Nothing served: the user's timeouts. Then 3 x the slowest start, and 3 x the slowest request grown with
+    the length, each floored at a tenth of the user's timeout and never above it."""
+    assert derived_deadlines([record(1, 32768, Outcome.TIMEOUT, 600)], 600, None, 16384) == (None, None)
+    served = [record(1, 4096, Outcome.OK, 40.0, request_s=30.0)]
+    assert derived_deadlines(served, 600, None, 4096) == (60.0, 90.0)
+    assert derived_deadlines(served, 600, None, 8192) == (60.0, 180.0)
+    assert derived_deadlines(served, 600, 120, 8192) == (60.0, 120)
+    slow = [record(1, 4096, Outcome.OK, 500.0, request_s=1)]
+    assert derived_deadlines(slow, 600, None, 4096) == (600, 60.0)
 
 
 def test_a_boundary_rests_on_a_length_that_hung_twice():

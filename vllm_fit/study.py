@@ -16,7 +16,7 @@ from .plan.weights import verify_with_real_weights
 from .redact import public_args
 from .strategies.base import Candidate
 from .strategies.objectives import Objective
-from .trial.hangs import boundary_hangs, boundary_text, confirmed, derived_timeout
+from .trial.hangs import boundary_hangs, boundary_text, confirmed, derived_deadlines
 from .trial.listener import Listener
 from .trial.record import TrialRecord
 from .trial.run import RunTrial, TrialPlan, launch, run_trial
@@ -180,8 +180,10 @@ def _loop(plan: TrialPlan, objective: Objective, listener: Listener, records: Li
         if again is not None and not confirming:  # the same launch twice proves nothing new: never loop
             raise _Stopped(StopReason.TRIAL_LIMIT, "the search proposed trial %d's candidate again; stopped"
                            " (please report this with the report file)" % again.index, launches)
-        timeout_s = derived_timeout(records, plan.timeout_s, candidate.max_model_len)
-        trial_plan = plan if timeout_s >= plan.timeout_s else dataclasses.replace(plan, timeout_s=timeout_s)
+        start_s, request_s = derived_deadlines(records, plan.timeout_s, plan.request_timeout_s,
+                                               candidate.max_model_len)
+        trial_plan = plan if start_s is None else dataclasses.replace(plan, start_timeout_s=start_s,
+                                                                      request_timeout_s=request_s)
         record = launch(trial_plan, len(records) + 1, kwargs, listener, run)
         launches += 1 + len(record.retries)
         records.append(record)

@@ -1,15 +1,15 @@
 """Starts that never finish: how long the next trial may take, and what a boundary that rests on hangs says.
 
 Before any start has been measured a trial gets the user's whole --trial-timeout. After one has, a
-hang need not cost that much: the next trial's timeout is a multiple of the slowest start measured
-(plus its request, scaled to the new length), never below a tenth of the user's timeout and never
-above it. A length that hangs twice counts as not starting; the report and the YAML say so, with the
+hang need not cost that much: the next trial's start must finish within a multiple of the slowest
+start measured, and its request within a multiple of the slowest request (scaled to the new length),
+each never below a tenth of the user's timeout and never above it. A length that hangs twice counts as not starting; the report and the YAML say so, with the
 times, since a hang may also be a slow machine.
 """
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ..outcome import Outcome
 from .record import TrialRecord
@@ -27,16 +27,23 @@ def _request_seconds(record: TrialRecord) -> float:
     return float(seconds) if isinstance(seconds, (int, float)) and seconds >= 0 else 0.0
 
 
-def derived_timeout(records: Sequence[TrialRecord], ceiling_s: float, length: Optional[int]) -> float:
-    """The timeout for a trial of `length`: TIMEOUT_FACTOR x (the slowest start served so far + its request
-    grown in proportion to the length), within [TIMEOUT_FLOOR x ceiling, ceiling]; the ceiling before any
-    start was measured. (A short request's time is mostly fixed cost, so the proportion overestimates.)"""
+def derived_deadlines(records: Sequence[TrialRecord], ceiling_s: float, request_ceiling_s: Optional[float],
+                      length: Optional[int]) -> Tuple[Optional[float], Optional[float]]:
+    """(start deadline, request deadline) for a trial of `length`, or None for either where nothing was
+    measured yet (the user's timeouts apply). Start: TIMEOUT_FACTOR x the slowest start served so far.
+    Request: TIMEOUT_FACTOR x the slowest request grown in proportion to the length (a short request's
+    time is mostly fixed cost, so this overestimates). Each within [TIMEOUT_FLOOR x ceiling, ceiling]."""
     served = [r for r in records if r.outcome is Outcome.OK and r.length and r.duration_s > 0]
     if not served:
-        return ceiling_s
+        return None, None
+    request_ceiling = request_ceiling_s or ceiling_s
     start = max(max(r.duration_s - _request_seconds(r), 0.0) for r in served)
     request = max(_request_seconds(r) * max(1.0, (length or 0) / (r.length or 1)) for r in served)
-    return round(min(ceiling_s, max(TIMEOUT_FLOOR * ceiling_s, TIMEOUT_FACTOR * (start + request))), 1)
+    return _within(TIMEOUT_FACTOR * start, ceiling_s), _within(TIMEOUT_FACTOR * request, request_ceiling)
+
+
+def _within(seconds: float, ceiling_s: float) -> float:
+    return round(min(ceiling_s, max(TIMEOUT_FLOOR * ceiling_s, seconds)), 1)
 
 
 def hung(records: Sequence[TrialRecord]) -> List[TrialRecord]:
@@ -72,4 +79,4 @@ def _seconds(value: float) -> str:
     return ("%.1f" % value).rstrip("0").rstrip(".")
 
 
-__all__ = ["CONFIRMING_HANGS", "boundary_hangs", "boundary_text", "confirmed", "derived_timeout", "hung"]
+__all__ = ["CONFIRMING_HANGS", "boundary_hangs", "boundary_text", "confirmed", "derived_deadlines", "hung"]

@@ -38,6 +38,8 @@ class TrialPlan:
     sequences: int = 1
     """Concurrent full-length requests each trial must serve."""
     request_timeout_s: Optional[float] = None
+    start_timeout_s: Optional[float] = None
+    """Kill a start that has not reached the request by then (derived from measured starts, trial/hangs.py)."""
     baseline: List[DeviceState] = field(default_factory=list)
     """Device state before the first trial: what 'released' means."""
     via: Via = Via.LLM
@@ -64,12 +66,15 @@ def run_trial(plan: TrialPlan, index: int, llm_kwargs: Dict[str, Any],
     trial_dir = plan.work_dir / ("trial-%03d" % index)
     if plan.via is Via.SERVE:
         run = run_server(plan.python, llm_kwargs, trial_dir, timeout_s=plan.timeout_s, env=plan.env,
-                         request_timeout_s=plan.request_timeout_s, sequences=plan.sequences, on_phase=on_phase,
+                         request_timeout_s=plan.request_timeout_s, start_timeout_s=plan.start_timeout_s,
+                         sequences=plan.sequences, on_phase=on_phase,
                          user_file=plan.served_file, user_argv=plan.served_argv)
     else:
         run = run_probe(plan.python, llm_kwargs, trial_dir, timeout_s=plan.timeout_s, env=plan.env,
-                        request_timeout_s=plan.request_timeout_s, sequences=plan.sequences, on_phase=on_phase)
-    return record_from_run(index, llm_kwargs, run, plan.context, plan.timeout_s)
+                        request_timeout_s=plan.request_timeout_s, start_timeout_s=plan.start_timeout_s,
+                        sequences=plan.sequences, on_phase=on_phase)
+    return record_from_run(index, llm_kwargs, run, plan.context, min(plan.timeout_s, plan.start_timeout_s
+                                                                     or plan.timeout_s))
 
 
 def launch(plan: TrialPlan, index: int, llm_kwargs: Dict[str, Any], listener: Listener,

@@ -16,7 +16,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import psutil
 
@@ -111,6 +111,7 @@ def run_probe(
     timeout_s: float,
     env: Mapping[str, str],
     request_timeout_s: Optional[float] = None,
+    start_timeout_s: Optional[float] = None,
     sequences: int = 1,
     on_phase: Callable[[Phase], None] = lambda phase: None,
     server_args: Optional[List[str]] = None,
@@ -125,7 +126,8 @@ def run_probe(
     shadow a package the trial imports. The child runs in the caller's working directory (relative
     model paths mean what the user typed). Secret engine arguments travel in the child's
     environment, never in the spec file. The request phase has its own timeout: a request that
-    hangs (vLLM's null-block hang) ends at `request_timeout_s`, not at the trial timeout.
+    hangs (vLLM's null-block hang) ends at `request_timeout_s`, not at the trial timeout; a start that has
+    not reached the request after `start_timeout_s` ends then.
     """
     trial_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     result_path = trial_dir / "result.json"
@@ -148,8 +150,8 @@ def run_probe(
     if secret_args:
         child_env[SECRET_ARGS_ENV] = json.dumps(dict(secret_args))
     secrets = sorted({*secret_values(secret_args, env), *also_secret}, key=len, reverse=True)
-    return run_child(argv, trial_dir, child_env, secrets, timeout_s=timeout_s,
-                     request_timeout_s=request_timeout_s, on_phase=on_phase, driver=driver)
+    return run_child(argv, trial_dir, child_env, secrets, timeout_s=timeout_s, request_timeout_s=request_timeout_s,
+                     start_timeout_s=start_timeout_s, on_phase=on_phase, driver=driver)
 
 
 MAX_SOCKET_PATH = 107
@@ -181,7 +183,7 @@ Driver = Callable[[Session], Dict[str, Any]]
 
 def run_child(argv: List[str], trial_dir: Path, child_env: Mapping[str, str], secrets: Sequence[str], *,
               timeout_s: float, request_timeout_s: Optional[float] = None,
-              on_phase: Callable[[Phase], None] = lambda phase: None,
+              start_timeout_s: Optional[float] = None, on_phase: Callable[[Phase], None] = lambda phase: None,
               driver: Optional[Driver] = None) -> ProcessRun:
     """Run one child in its own session until it exits, its driver is done, or a timeout; then
     kill its whole tree. The result is the probe's result file, updated with the driver's findings."""
@@ -222,7 +224,8 @@ def run_child(argv: List[str], trial_dir: Path, child_env: Mapping[str, str], se
     timed_out = False
     survivors: List[int] = []
     try:
-        timed_out = _wait(popen, started, timeout_s, request_timeout_s or timeout_s, state, descendants)
+        timed_out = _wait(popen, started, (timeout_s, start_timeout_s or timeout_s, request_timeout_s or timeout_s),
+                          state, descendants)
     finally:
         state["stop"] = True
         survivors = kill_tree(popen, descendants)
@@ -253,9 +256,11 @@ def _read_result(path: Path, secrets: Sequence[str]) -> Optional[Dict[str, Any]]
     return data if isinstance(data, dict) else None
 
 
-def _wait(popen: subprocess.Popen, started: float, timeout_s: float, request_timeout_s: float,
+def _wait(popen: subprocess.Popen, started: float, deadlines: Tuple[float, float, float],
           state: Dict[str, Any], descendants: List[psutil.Process]) -> bool:
-    """Wait for the probe to exit (or to linger after its result); return True on a timeout."""
+    """Wait for the probe to exit (or to linger after its result); return True on a timeout.
+    `deadlines`: (the whole trial, the start until the request, the request) in seconds."""
+    timeout_s, start_timeout_s, request_timeout_s = deadlines
     known = set()
     while True:
         try:
@@ -278,6 +283,8 @@ def _wait(popen: subprocess.Popen, started: float, timeout_s: float, request_tim
                 return False  # result written; vLLM's own shutdown is taking too long
             continue
         if state["request_at"] is not None and now - state["request_at"] > request_timeout_s:
+            return True
+        if state["request_at"] is None and now - started > start_timeout_s:
             return True
         if now - started > timeout_s:
             return True

@@ -61,7 +61,8 @@ def served_config(llm_kwargs: Mapping[str, Any], trial_dir: Path, port: int,
 
 
 def run_server(python: str, llm_kwargs: Mapping[str, Any], trial_dir: Path, *, timeout_s: float,
-               env: Mapping[str, str], request_timeout_s: Optional[float] = None, sequences: int = 1,
+               env: Mapping[str, str], request_timeout_s: Optional[float] = None,
+               start_timeout_s: Optional[float] = None, sequences: int = 1,
                on_phase: Callable[[Phase], None] = lambda phase: None,
                user_file: Optional[Path] = None, user_argv: Optional[Sequence[str]] = None) -> ProcessRun:
     """One serve trial of one candidate: start the server, prove it over HTTP, stop it. `user_file` serves
@@ -80,8 +81,8 @@ def run_server(python: str, llm_kwargs: Mapping[str, Any], trial_dir: Path, *, t
     # The probe appends secret arguments (an API key) to the server's command line; a user's file carries its own.
     kwargs = dict(llm_kwargs) if user_file is None else {
         key: value for key, value in llm_kwargs.items() if not is_secret_arg(key, value)}
-    return run_probe(python, kwargs, trial_dir, timeout_s=timeout_s, env=env,
-                     request_timeout_s=request_timeout_s, sequences=sequences, on_phase=on_phase,
+    return run_probe(python, kwargs, trial_dir, timeout_s=timeout_s, env=env, request_timeout_s=request_timeout_s,
+                     start_timeout_s=start_timeout_s, sequences=sequences, on_phase=on_phase,
                      server_args=server_args, driver=driver, also_secret=secret_values(llm_kwargs))
 
 
