@@ -27,6 +27,8 @@ STOPPING_OUTCOMES = frozenset({Outcome.BAD_CONFIG, Outcome.CRASH, Outcome.ENVIRO
 MAX_TRIALS = 64
 MAX_TIMEOUTS_IN_A_ROW = 2
 """A timeout rules out its length (try shorter); this many in a row, with no success, end the search."""
+CONFIRMING_STRETCH = 2.0
+"""A length that hung under a derived deadline is launched again with this many times that deadline."""
 MAX_TIMEOUTS_WITH_A_FIT = 6
 """Once a length served, timeouts above it narrow the range between the fit and the lowest length that
 hangs; when they have cost this many whole --trial-timeouts in all (a derived timeout costs its share,
@@ -182,6 +184,8 @@ def _loop(plan: TrialPlan, objective: Objective, listener: Listener, records: Li
                            " (please report this with the report file)" % again.index, launches)
         start_s, request_s = derived_deadlines(records, plan.timeout_s, plan.request_timeout_s,
                                                candidate.max_model_len)
+        if confirming and start_s is not None:  # the second chance a hang gets is twice as long
+            start_s = min(plan.timeout_s, CONFIRMING_STRETCH * start_s)
         trial_plan = plan if start_s is None else dataclasses.replace(plan, start_timeout_s=start_s,
                                                                       request_timeout_s=request_s)
         record = launch(trial_plan, len(records) + 1, kwargs, listener, run)
