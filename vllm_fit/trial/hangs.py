@@ -3,8 +3,9 @@
 Before any start has been measured a trial gets the user's whole --trial-timeout. After one has, a
 hang need not cost that much: the next trial's start must finish within a multiple of the slowest
 start measured, and its request within a multiple of the slowest request (scaled to the new length),
-each never below a tenth of the user's timeout and never above it. A length that hangs twice counts as not starting; the report and the YAML say so, with the
-times, since a hang may also be a slow machine.
+each never below a tenth of the user's timeout and never above it. A length that hangs twice counts
+as not starting; the report and the YAML say so, with the times, since a hang may also be a slow
+machine.
 """
 
 from __future__ import annotations
