@@ -47,10 +47,12 @@ def test_no_memory_for_the_cache_at_a_long_length_is_not_yet_nothing_fits():
 
 
 def test_a_request_failing_far_below_its_pool_is_bisected_not_walked_down():
-    """The pool holds 40000 tokens; the 8192-token request hangs: the next length is a bisection's."""
+    """The pool holds 40000 tokens; the 8192-token request hangs: the shortest length next (is anything
+    served, and how long does a request take), then a bisection's length, never 8064."""
     first = obs(8192, Outcome.REQUEST_FAILED, 40000)
     assert first.fails_everywhere
-    proposed = Predict(SPACE).propose([first])
+    assert Predict(SPACE).propose([first]) == SPACE.lowest
+    proposed = Predict(SPACE).propose([first, obs(SPACE.lowest, Outcome.OK, 40000)])
     assert proposed is not None and proposed <= 4096 + 128
 
 

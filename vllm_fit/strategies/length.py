@@ -97,11 +97,12 @@ class Predict(LengthStrategy):
         if above is not None:
             return above
         last = history[-1]
-        if (last.outcome in (Outcome.NO_KV_MEMORY, Outcome.TIMEOUT) or (last.outcome is Outcome.OOM
-                and last.oom_stage in (OomStage.PROFILE, OomStage.REQUEST))) and state.proven_ok is None \
-                and self.space.lowest not in state.tried:
-            # the profile and the request's headroom seldom depend on the length, and a start that hangs may
-            # be a slow machine: the shortest says whether any length fits (and how long a start takes)
+        if (last.outcome in (Outcome.NO_KV_MEMORY, Outcome.TIMEOUT) or last.fails_everywhere or (
+                last.outcome is Outcome.OOM and last.oom_stage in (OomStage.PROFILE, OomStage.REQUEST))) \
+                and state.proven_ok is None and self.space.lowest not in state.tried:
+            # the profile and the request's headroom seldom depend on the length, and a start or a request
+            # that hangs may be a slow machine: the shortest says whether any length fits (and how long a
+            # start and a request take, so that later hangs cost less than the whole --trial-timeout)
             return self.space.lowest
         if state.proven_ok is not None and state.proven_ok >= top:
             return top  # proven by a longer success; verify the candidate itself
