@@ -50,6 +50,19 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                rope_scaling={"rope_type": "yarn", "factor": 1.0, "beta_fast": 32.0,
                                              "beta_slow": 1.0, "original_max_position_embeddings": 32768,
                                              "truncate": False})),
+    # DeepSeek-V2-Lite's attention: MLA, a 512-wide latent and a 64-wide rope key (the CPU MLA kernel
+    # takes only this 576-wide latent), one dense layer then experts
+    "deepseek_v2": ("DeepseekV2", dict(num_hidden_layers=2, kv_lora_rank=512, q_lora_rank=None,
+                                       qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
+                                       num_key_value_heads=4, head_dim=192, n_routed_experts=4,
+                                       num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=64,
+                                       first_k_dense_replace=1, n_group=1, topk_group=1,
+                                       max_position_embeddings=32768,
+                                       rope_scaling=None)),
+    # Llama 4 text: chunked local attention on three layers of four, NoPE on the fourth
+    "llama4": ("Llama4Text", dict(num_hidden_layers=4, attention_chunk_size=512, intermediate_size_mlp=256,
+                                  num_local_experts=2, num_experts_per_tok=1, interleave_moe_layer_step=2,
+                                  max_position_embeddings=32768, rope_scaling=None)),
 }
 
 
@@ -57,6 +70,7 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     # what the hub's config.json files say where transformers 5 writes its own normal form
     "gemma2": {"layer_types": None, "sliding_window": 4096},
     "qwen2": {"sliding_window": 4096},  # with transformers 5's layer_types, all full attention
+    "llama4": {"layer_types": None},  # the hub's Llama 4 configs name no_rope_layers only
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from vllm_fit.logs.capacity import hint_is_exact, max_len_hint
 from vllm_fit.logs.kv_groups import (
+    Chunk,
     KvLayout,
     agreed_longest,
     calibrated,
@@ -15,7 +16,14 @@ from vllm_fit.logs.kv_groups import (
 )
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
-from vllm_fit.prepare.modelinfo import kv_bytes_per_token, layer_windows, max_len_source
+from vllm_fit.prepare.attention import unmodelled_attention
+from vllm_fit.prepare.modelinfo import (
+    ModelInfo,
+    kv_bytes_per_token,
+    layer_kv_bytes_per_token,
+    layer_windows,
+    max_len_source,
+)
 from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
 from vllm_fit.strategies.length import Predict
 
@@ -166,3 +174,63 @@ def test_the_real_phi3_autofit_trial_points_at_4864_not_4096():
     assert record.outcome is Outcome.OK and record.length == 4096
     assert record.hint == 4864 and record.hint_exact
     assert Predict(_space(), use_autofit=True).propose([record.observation()]) == 4864
+
+
+SCOUT_TEXT = {"model_type": "llama4_text", "num_hidden_layers": 48, "num_attention_heads": 40, "num_key_value_heads": 8,
+              "head_dim": 128, "attention_chunk_size": 8192, "no_rope_layers": [], "torch_dtype": "bfloat16"}
+"""meta-llama/Llama-4-Scout-17B-16E-Instruct's text_config, its attention keys as published (an empty
+no_rope_layers: transformers fills in one NoPE layer every 4)."""
+
+
+def test_llama4_chunks_three_layers_of_four_as_vllm_does():
+    """vLLM's llama4.py: chunked local attention on the RoPE layers, full attention on the NoPE ones; the
+    config is not plain attention, and the 3:1 buckets make one-layer groups (issue 30)."""
+    chunk = Chunk(8192)
+    spans = layer_windows({"model_type": "llama4", "text_config": SCOUT_TEXT})
+    assert spans == (chunk, chunk, chunk, None) * 12
+    assert kv_bytes_per_token(SCOUT_TEXT) is None
+    assert layer_windows({**SCOUT_TEXT, "no_rope_layers": [1, 0] * 24}) == (chunk, None) * 24
+    assert layer_windows({**SCOUT_TEXT, "layer_types": ["chunked_attention", "full_attention"] * 24}) == (
+        chunk, None) * 24
+    assert layer_windows({**SCOUT_TEXT, "model_type": "other"}) is None  # its rules are not known here
+    layout = hybrid_layout(spans)
+    assert layout.layers_per_group == 12 and layout.windows.count(chunk) == 3 and layout.windows.count(None) == 1
+    assert unmodelled_attention(SCOUT_TEXT) is None
+
+
+def test_what_a_chunked_pool_holds_matches_real_vllm():
+    """The tiny Llama 4 (4 layers, chunk 512) at 6 MiB = 192 one-layer pages on vLLM 0.32 (CPU): a chunked
+    group holds at most cdiv(512 + tokens in flight, 128) blocks, so LLM (4096 in flight) serves 10624 and
+    `vllm serve` (2048) 16768; vLLM refused 10625 and 16769 ("estimated maximum model length is ...")."""
+    layout = hybrid_layout((Chunk(512),) * 3 + (None,))
+    assert layout.longest_held(192, 128, 4096) == 10624
+    assert layout.longest_held(192, 128, 2048) == 16768
+    assert layout.least_blocks(8000, 128, 4096) == 172  # 3 x 36 + 63 + the null block
+    # the trial's own figures ("CPU KV cache size: 10,679 tokens" at 10624) keep this layout only
+    pairs = calibrated(candidate_layouts((Chunk(512),) * 3 + (None,)), in_flight_options(4096, cpu=True), 128,
+                       192, 10624, 10679, 1.01)
+    assert [layout.name for layout, _ in pairs] == ["hybrid"] and agreed_longest(pairs, 128, 192) == 10624
+
+
+DEEPSEEK_V2_LITE = {"model_type": "deepseek_v2", "num_hidden_layers": 27, "num_attention_heads": 16,
+                    "num_key_value_heads": 16, "kv_lora_rank": 512, "q_lora_rank": None, "qk_rope_head_dim": 64,
+                    "qk_nope_head_dim": 128, "v_head_dim": 128, "torch_dtype": "bfloat16"}
+"""deepseek-ai/DeepSeek-V2-Lite's attention keys as published."""
+
+
+def test_mla_caches_one_latent_per_token_and_layer():
+    """vLLM's MLAAttentionSpec: one head of kv_lora_rank + qk_rope_head_dim, no separate value, the same on
+    every tensor-parallel rank; from 0.7.1, unless VLLM_MLA_DISABLE=1 (issue 30)."""
+    assert layer_kv_bytes_per_token(DEEPSEEK_V2_LITE) == 576 * 2
+    assert kv_bytes_per_token(DEEPSEEK_V2_LITE) == 27 * 576 * 2
+    assert unmodelled_attention(DEEPSEEK_V2_LITE) is None
+    info = ModelInfo(None, 32768, 16, 27 * 1152, None, num_kv_heads=16, dtype_bytes=2, layer_kv_bytes_per_token=1152,
+                     latent_attention=True)
+    assert info.kv_bytes_per_rank(8) == 27 * 1152 and info.layer_kv_bytes_per_rank(8) == 1152
+    assert info.kv_bytes_per_rank(8, {"kv_cache_dtype": "fp8"}) == 27 * 576
+    for old in (info.for_version((0, 6, 6)), info.for_version((0, 32, 0), {"VLLM_MLA_DISABLE": "1"})):
+        assert old.kv_bytes_per_token is None and "MLA" in (old.unmodelled_attention or "")
+    assert info.for_version((0, 32, 0), {"VLLM_MLA_DISABLE": "0"}).kv_bytes_per_token == 27 * 1152
+    sparse = {**DEEPSEEK_V2_LITE, "model_type": "deepseek_v32", "index_topk": 2048}  # an indexer cache beside it
+    assert kv_bytes_per_token(sparse) is None and "deepseek_v32" in (unmodelled_attention(sparse) or "")
+    assert V032_CPU.default_block_size(mla=True) == 16 and V032_CPU.default_block_size() == 128

@@ -1,15 +1,17 @@
-"""The model families people serve, on real vLLM (CPU backend, 0.32), with real weights (issue 20).
+"""The model families people serve, on real vLLM (CPU backend, 0.32), with real weights (issues 20, 30).
 
 Each family is a tiny model saved by transformers with its hub config's attention keys
 (scripts/make_family_models.py): Gemma 2 (sliding on even layers, no layer_types), Gemma 3 (5:1
 layer_types), Phi-3-mini-128k (LongRoPE, original 4096, window 262144), GPT-OSS (sinks, window 128 on
 every other layer), Mistral (a window on every layer), Mixtral (experts), Qwen3 and Qwen2 (its window
-off, transformers 5's layer_types). One layer's page is 32 KiB a block; vLLM groups the layers by
-attention type (kv_groups.py), so the same KV bytes hold a different length in each family.
+off, transformers 5's layer_types), Llama 4 text (chunked local attention on three layers of four) and
+DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the CPU, 36 KiB a block).
+One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
+(kv_groups.py), so the same KV bytes hold a different length in each family.
 
-Every answer below was checked outside the tool once (2026-12-04): vLLM itself served L and refused
-L + 1 at the same KV size (`scripts/boundary.py --via llm`, one launch each); the served answers were
-checked the same way with `--via serve`. The launch counts are the tool's.
+Every answer below was checked outside the tool once (2026-12-04; Llama 4 and DeepSeek-V2 2026-12-05):
+vLLM itself served L and refused L + 1 at the same KV size (`scripts/boundary.py --via llm`, one launch
+each); the served answers were checked the same way with `--via serve`. The launch counts are the tool's.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def trials(report):
     ("mistral", 4864),  # window 1024 on every layer: below window - 1 + 4096 the need is cdiv(L, 128) + 1
     ("mixtral", 4992),  # full attention: 39 x 128
     ("qwen3", 4992),
+    ("deepseek_v2", 1120),  # MLA: one 576-wide latent a token and layer, 16-token blocks: 71 of 36 KiB
 ])
 def test_each_family_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family, expected):
     report = search(vllm_python, families / family, real_env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
@@ -80,13 +83,19 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
     assert report["fit"]["max_model_len"] == 4864 and report["launches"] == 1, trials(report)
 
 
-def test_gemma2_least_kv_for_a_target_is_proven_one_step_below(vllm_python, families, real_env, tmp_path):
-    """--target-len 4000 --search kv-cache-memory: 33 sliding + 32 full + the null block = 66 pages of
-    32 KiB; the first guess serves and 65 pages fail (2 launches; before: 8)."""
-    report = search(vllm_python, families / "gemma2", real_env, tmp_path, "--target-len", 4000, "--search",
-                    "kv-cache-memory", "--kv-granularity", "32KiB")
-    assert report["fit"]["kv_cache_memory_bytes"] == 66 * 32 * 1024, trials(report)
-    assert report["launches"] <= 2, trials(report)
+@pytest.mark.parametrize("family, target, page_kib, pages", [
+    ("gemma2", 4000, 32, 66),       # 33 sliding + 32 full + the null block (2 launches before issue 30)
+    ("llama4", 8000, 32, 172),      # 3 chunked groups of cdiv(512 + 4096, 128) + 63 full + the null block
+    ("deepseek_v2", 1000, 36, 64),  # MLA: cdiv(1000, 16) + the null block, 36 KiB a block
+])
+def test_the_least_kv_for_a_target_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family,
+                                                          target, page_kib, pages):
+    """--target-len --search kv-cache-memory: the need read off the KV cache groups, proven by the trial's
+    own figures; one page less was refused outside the tool (scripts/boundary.py, 2026-12-05)."""
+    report = search(vllm_python, families / family, real_env, tmp_path, "--target-len", target, "--search",
+                    "kv-cache-memory", "--kv-granularity", "%dKiB" % page_kib)
+    assert report["fit"]["kv_cache_memory_bytes"] == pages * page_kib * 1024, trials(report)
+    assert report["launches"] == 1, trials(report)
 
 
 def test_mistral_whose_window_never_binds_gets_the_models_maximum(vllm_python, families, real_env, tmp_path):
@@ -106,6 +115,28 @@ def test_gemma2_served_holds_more_than_offline(vllm_python, families, real_env, 
     report = search(vllm_python, families / "gemma2", env, tmp_path, "--kv-cache-memory", KV_6MIB,
                     "--granularity", 1, via=via)
     assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
+
+
+@pytest.mark.parametrize("via, expected", [("llm", 10624), ("serve", 16768)])
+def test_llama4_chunked_layers_hold_one_chunk_and_the_tokens_in_flight(vllm_python, families, real_env, tmp_path,
+                                                                      via, expected):
+    """6 MiB = 192 one-layer pages; each chunked group holds cdiv(512 + max_num_batched_tokens, 128) blocks
+    at most (36 offline, 20 served), the full group the rest (issue 30: costed as full attention before,
+    8064 where 18816 served, in 3 launches)."""
+    env = dict(real_env)
+    if via == "serve":
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    report = search(vllm_python, families / "llama4", env, tmp_path, "--kv-cache-memory", KV_6MIB,
+                    "--granularity", 1, via=via)
+    assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
+
+
+def test_deepseek_v2_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path):
+    """MLA on `vllm serve` (2 launches before issue 30: the longest candidate, then vLLM's estimate)."""
+    env = {key: value for key, value in real_env.items() if key != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    report = search(vllm_python, families / "deepseek_v2", env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
+                    "--granularity", 1, via="serve")
+    assert report["fit"]["max_model_len"] == 1120 and report["launches"] == 1, trials(report)
 
 
 def test_phi3_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path):

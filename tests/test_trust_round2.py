@@ -189,7 +189,9 @@ def test_plotting_a_report_with_a_huge_model_name_is_quick(tmp_path):
 
 
 @pytest.mark.parametrize("changes, words", [
-    ({"kv_lora_rank": 512, "qk_rope_head_dim": 64}, "multi-head latent attention (MLA: kv_lora_rank 512)"),
+    ({"model_type": "deepseek_v32", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "index_topk": 2048},
+     "multi-head latent attention as model type deepseek_v32 lays it out (kv_lora_rank 512)"),
+    ({"attention_chunk_size": 8192}, "chunked local attention (attention_chunk_size 8192) of model type llama"),
     ({"layer_types": ["mamba", "full_attention"]}, "layer types mamba"),
 ])
 def test_the_least_kv_question_names_the_attention_it_cannot_cost(tmp_path, changes, words):

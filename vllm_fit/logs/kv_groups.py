@@ -4,7 +4,8 @@ vLLM 0.29+ (V1, the hybrid KV cache manager; `kv_cache_utils.py`): layers are bu
 type, each bucket split into groups of `group_size` layers; one pool block is one page for each layer
 of a group, and every group takes its blocks from the one pool. A full-attention group needs
 cdiv(L, block) blocks; a sliding-window group cdiv(min(window - 1 + in-flight tokens, L), block) + 1
-(the in-flight tokens are max_num_batched_tokens, twice that with async scheduling). The start-up
+(the in-flight tokens are max_num_batched_tokens, twice that with async scheduling); a chunked-local
+group (Llama 4) cdiv(min(chunk + in-flight tokens, L), block). The start-up
 check (with the null block) and the admission gate both use these needs, so a pool of B blocks starts
 and serves L exactly when the sum of the needs is at most B - 1.
 
@@ -18,7 +19,7 @@ only where all that remain agree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Iterable, Optional, Sequence, Tuple, Union
 
 LONGEST = 1 << 24
 """No max_model_len beyond this is searched for (16M tokens)."""
@@ -29,15 +30,32 @@ def cdiv(a: int, b: int) -> int:
 
 
 @dataclass(frozen=True)
-class KvLayout:
-    """The KV cache groups of one model on V1: each group's sliding window (None: full attention)."""
+class Chunk:
+    """The span of a chunked-local-attention layer (Llama 4's attention_chunk_size): it attends within
+    its chunk only, so vLLM frees the blocks of earlier chunks."""
 
-    windows: Tuple[Optional[int], ...]
+    size: int
+
+    def __str__(self) -> str:
+        return "chunk %d" % self.size
+
+
+Span = Union[None, int, Chunk]
+"""What one layer attends to: everything (None), a sliding window of n tokens, or its chunk."""
+
+
+@dataclass(frozen=True)
+class KvLayout:
+    """The KV cache groups of one model on V1: each group's span (None: full attention; a number: a
+    sliding window; a Chunk: chunked local attention)."""
+
+    windows: Tuple[Span, ...]
     """One entry per KV cache group."""
     layers_per_group: int
     """Layers in one group: one pool block is this many per-layer pages."""
     name: str
-    """How the layout was read (for the report): "hybrid", "full-sized", "all-sliding"."""
+    """How the layout was read (for the report): "hybrid", "full-sized", "all-sliding",
+    "all-chunked"."""
 
     @property
     def slides(self) -> bool:
@@ -49,6 +67,8 @@ class KvLayout:
         for window in self.windows:
             if window is None:
                 total += cdiv(length, block_size)
+            elif isinstance(window, Chunk):
+                total += cdiv(min(window.size + in_flight, length), block_size)
             else:
                 total += cdiv(min(window - 1 + in_flight, length), block_size) + 1
         return total
@@ -72,7 +92,7 @@ class KvLayout:
         return self.request_blocks(length, block_size, in_flight) + 1
 
 
-def hybrid_layout(layer_windows: Sequence[Optional[int]]) -> KvLayout:
+def hybrid_layout(layer_windows: Sequence[Span]) -> KvLayout:
     """Group layers as vLLM 0.29+ does (`_get_kv_cache_groups_uniform_page_size`): one bucket per
     attention type; the group size is the smallest bucket, or the largest where it is under 1.5 times
     the smallest; each bucket is split into cdiv(its layers, group size) groups."""
@@ -81,26 +101,31 @@ def hybrid_layout(layer_windows: Sequence[Optional[int]]) -> KvLayout:
         buckets[window] = buckets.get(window, 0) + 1
     if len(buckets) == 1:
         [window] = buckets
-        return KvLayout((window,), len(layer_windows), "all-sliding" if window is not None else "full")
+        return KvLayout((window,), len(layer_windows), _all_name(window))
     smallest, largest = min(buckets.values()), max(buckets.values())
     group_size = largest if largest < smallest * 1.5 else smallest
-    windows: Tuple[Optional[int], ...] = ()
+    windows: Tuple[Span, ...] = ()
     for window, count in buckets.items():
         windows += (window,) * cdiv(count, group_size)
     return KvLayout(windows, group_size, "hybrid")
 
 
-def candidate_layouts(layer_windows: Optional[Sequence[Optional[int]]]) -> Tuple[KvLayout, ...]:
-    """The layouts vLLM may give a model whose config.json names these per-layer windows: the hybrid
+def _all_name(span: Span) -> str:
+    return "full" if span is None else "all-chunked" if isinstance(span, Chunk) else "all-sliding"
+
+
+def candidate_layouts(layer_windows: Optional[Sequence[Span]]) -> Tuple[KvLayout, ...]:
+    """The layouts vLLM may give a model whose config.json names these per-layer spans: the hybrid
     groups first (vLLM's default), then every layer sized as full attention (no hybrid manager, or a
-    window the installed vLLM ignores), then every layer sliding (a window it applies to all)."""
+    span the installed vLLM ignores), then every layer local (a span it applies to all)."""
     if not layer_windows:
         return ()
     layers = len(layer_windows)
     windows = {w for w in layer_windows if w is not None}
     found = [hybrid_layout(layer_windows), KvLayout((None,), layers, "full-sized")]
     if len(windows) == 1:
-        found.append(KvLayout((next(iter(windows)),), layers, "all-sliding"))
+        span = next(iter(windows))
+        found.append(KvLayout((span,), layers, _all_name(span)))
     unique: list = []
     for layout in found:
         if all(layout.windows != other.windows or layout.layers_per_group != other.layers_per_group

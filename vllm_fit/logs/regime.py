@@ -139,8 +139,8 @@ class Regime:
 
     def default_block_size(self, mla: bool = False) -> int:
         """The block size vLLM picks when none is set (section 4g); a launch reports the real one."""
-        if self.cpu:  # V1 on CPU uses 128 in every version seen (0.9.2 too); V0 16 without IPEX
-            return 128 if self.v1 else 16
+        if self.cpu:  # V1 on CPU uses 128 in every version seen (0.9.2 too), 16 for MLA from 0.28; V0 16
+            return 16 if not self.v1 or (mla and self.since(0, 28, 0)) else 128
         if self.since(0, 34, 0):
             return 64
         return 64 if mla and self.since(0, 8, 0) else 16

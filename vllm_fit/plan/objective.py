@@ -26,9 +26,7 @@ def kv_model(prepared: Prepared) -> KvModel:
     """What is known about KV cost per device before launching."""
     request, model = prepared.request, prepared.model
     layouts = kv_layouts(prepared)
-    per_layer = model.layer_kv_bytes_per_token
-    if per_layer and model.num_kv_heads:
-        per_layer = per_layer // model.num_kv_heads * max(1, model.num_kv_heads // request.tensor_parallel_size)
+    per_layer = model.layer_kv_bytes_per_rank(request.tensor_parallel_size)
     return KvModel(bytes_per_token=model.kv_bytes_per_rank(request.tensor_parallel_size, request.engine_args),
                    total_bytes=prepared.devices.preflight.total_bytes, regime=prepared.regime,
                    guess_block_size=prepared.guess_block_size, sequences=request.concurrency,

@@ -53,7 +53,7 @@ def prepare(request: SearchRequest) -> Prepared:
     model = checks.check_model(request.model, request.env)
     checks.check_concurrency(request)
     interpreter = inspect_interpreter(request.python)
-    model = model.for_version(version_tuple(interpreter.vllm_version))
+    model = model.for_version(version_tuple(interpreter.vllm_version), request.env)
     space = checks.length_space(request, model, notes)
     devices = Devices(request.env, request.tensor_parallel_size)
     checks.check_tensor_parallel(request, model, devices)
@@ -69,4 +69,4 @@ def prepare(request: SearchRequest) -> Prepared:
             notes.append("without NVML the utilization is capped by --max-utilization only; on vLLM's CPU"
                          " backend it is a fraction of the node's RAM, really allocated: prefer --kv-cache-memory")
     return Prepared(request, model, space, interpreter, devices, regime, notes, cap,
-                    checks.guess_block_size(request, regime))
+                    checks.guess_block_size(request, regime, model))

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional, Tuple
 
+from ..logs.kv_groups import Chunk, Span
+
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4}
 
 
@@ -28,12 +30,11 @@ def sliding_window(config: Dict[str, Any]) -> Optional[int]:
 
 def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     """KV cache bytes per token where every layer's cache has one shape (a model-wide sliding window
-    included: its pages are full attention's, only fewer of them are needed); None for layouts it
-    cannot know (MLA, per-layer attention types)."""
+    included: its pages are full attention's, only fewer of them are needed; MLA's latent on every layer);
+    None for layouts it cannot know (per-layer attention types, latents beside other caches)."""
     config = text_config(config)
-    types = config.get("layer_types")
-    if types is not None and (not isinstance(types, list) or any(kind != "full_attention" for kind in types)):
-        return None
+    if not _all_full(config.get("layer_types")) or config.get("attention_chunk_size"):
+        return None  # per-layer types, or chunked local layers (Llama 4), or a chunk this tool cannot place
     per_layer = layer_kv_bytes_per_token(config)
     layers = config.get("num_hidden_layers")
     if per_layer is None or not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
@@ -41,11 +42,38 @@ def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     return layers * per_layer
 
 
+LATENT_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe_lite", "pangu_ultra_moe"})
+"""Model types vLLM runs with multi-head latent attention on every layer and nothing else in the cache
+(`is_deepseek_mla`); DeepSeek V3.2's sparse indexer, V4's compression and the linear hybrids add caches
+of their own and are not in it."""
+MLA_SINCE = (0, 7, 1)
+"""vLLM caches one latent per token and layer from 0.7.1 (VLLM_MLA_DISABLE=1 turns it off); before, full
+keys and values."""
+_SPARSE_KEYS = ("index_topk", "index_head_dim", "compress_ratios", "linear_attn_config")
+
+
+def latent_attention(config: Dict[str, Any]) -> bool:
+    """Whether every layer caches MLA's latent (kv_lora_rank + qk_rope_head_dim wide, keys and values
+    in one): the DeepSeek V2/V3 layout, without a sparse indexer or linear layers beside it."""
+    config = text_config(config)
+    return (str(config.get("model_type", "")) in LATENT_MODEL_TYPES and _positive_int(config.get("kv_lora_rank"))
+            and _positive_int(config.get("qk_rope_head_dim")) and config.get("is_causal", True) is not False
+            and not any(config.get(key) for key in _SPARSE_KEYS) and _all_full(config.get("layer_types")))
+
+
+def _all_full(types: Any) -> bool:
+    return types is None or (isinstance(types, list) and all(kind == "full_attention" for kind in types))
+
+
 def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
-    """KV cache bytes one token takes in one layer (keys and values); None for MLA or missing numbers."""
+    """KV cache bytes one token takes in one layer (keys and values, or MLA's one latent); None for
+    layouts it cannot cost or missing numbers."""
     config = text_config(config)
     if config.get("kv_lora_rank"):
-        return None
+        dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
+        if not latent_attention(config) or dtype is None:
+            return None
+        return (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * dtype
     heads = config.get("num_attention_heads")
     kv_heads = config.get("num_key_value_heads", heads)
     head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if isinstance(heads, int)
@@ -63,15 +91,17 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     layer is full or sliding-window attention): MLA's latent pages, mamba and linear-attention state pages,
     chunked local attention, or layer types it does not know."""
     config = text_config(config)
-    if config.get("kv_lora_rank"):
-        return "multi-head latent attention (MLA: kv_lora_rank %s)" % config.get("kv_lora_rank")
+    if config.get("kv_lora_rank") and not latent_attention(config):
+        return "multi-head latent attention as model type %s lays it out (kv_lora_rank %s)" % (
+            config.get("model_type") or "unknown", config.get("kv_lora_rank"))
     types = config.get("layer_types")
-    kinds = sorted({str(kind) for kind in types} - {"full_attention", "sliding_attention"}) \
+    kinds = sorted({str(kind) for kind in types} - {"full_attention", "sliding_attention", "chunked_attention"}) \
         if isinstance(types, list) else []
     if kinds:
         return "layer types %s" % ", ".join(kinds[:4])
-    if config.get("attention_chunk_size"):
-        return "chunked local attention (attention_chunk_size %s)" % config.get("attention_chunk_size")
+    if config.get("attention_chunk_size") and layer_windows(config) is None:
+        return "chunked local attention (attention_chunk_size %s) of model type %s" % (
+            config.get("attention_chunk_size"), config.get("model_type") or "unknown")
     return None
 
 
@@ -79,24 +109,28 @@ def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Optional[int], ...]]:
-    """Each layer's sliding window as transformers and vLLM read config.json: `layer_types`, else
-    Qwen2's `use_sliding_window` from `max_window_layers` on, else `sliding_window_pattern` (every
-    n-th layer full), else Gemma 2's even layers, else the one window on every layer. None when the
-    config names an attention type this tool does not know."""
+def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
+    """Each layer's span as transformers and vLLM read config.json: `layer_types`, else Llama 4's
+    chunked layers (every layer but the NoPE ones), else Qwen2's `use_sliding_window` from
+    `max_window_layers` on, else `sliding_window_pattern` (every n-th layer full), else Gemma 2's even
+    layers, else the one window on every layer. None when the config names an attention type this tool
+    does not know."""
     config = text_config(config)
     layers = config.get("num_hidden_layers")
     if not isinstance(layers, int) or isinstance(layers, bool) or not 0 < layers <= 100000:
         return None
     window = config.get("sliding_window")
     window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+    chunk = Chunk(config["attention_chunk_size"]) if _positive_int(config.get("attention_chunk_size")) else None
+    spans: Dict[str, Span] = {"full_attention": None, "sliding_attention": window, "chunked_attention": chunk}
     types = config.get("layer_types")
     if isinstance(types, list) and len(types) == layers:
-        if any(kind not in ("full_attention", "sliding_attention") for kind in types):
+        if any(kind not in spans for kind in types) or any(spans[kind] is None and kind != "full_attention"
+                                                           for kind in types):
             return None
-        if window is None and "sliding_attention" in types:
-            return None
-        return tuple(window if kind == "sliding_attention" else None for kind in types)
+        return tuple(spans[kind] for kind in types)
+    if chunk is not None:
+        return _chunked_layers(config, layers, chunk)
     if window is None or config.get("use_sliding_window") is False:
         return (None,) * layers
     if config.get("use_sliding_window") is True and isinstance(config.get("max_window_layers"), int):
@@ -110,9 +144,28 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Optional[int], ...]]
     return (window,) * layers
 
 
-_BOUNDS = {"num_hidden_layers": 100000, "num_attention_heads": 100000, "num_key_value_heads": 100000,
+def _chunked_layers(config: Dict[str, Any], layers: int, chunk: Chunk) -> Optional[Tuple[Span, ...]]:
+    """Llama 4 (vLLM's llama4.py): chunked local attention on every layer with RoPE; `no_rope_layers`
+    names them (0: NoPE, full attention), else one NoPE layer every `no_rope_layer_interval` (4), as
+    transformers fills it in. None for another model type (its rules are not known here)."""
+    if str(config.get("model_type", "")) not in ("llama4", "llama4_text"):
+        return None
+    flags = config.get("no_rope_layers")
+    if isinstance(flags, list) and flags:
+        if len(flags) != layers or any(flag not in (0, 1) or isinstance(flag, bool) for flag in flags):
+            return None
+        return tuple(chunk if flag else None for flag in flags)
+    interval = config.get("no_rope_layer_interval", 4)
+    if not _positive_int(interval):
+        return None
+    return tuple(None if (i + 1) % interval == 0 else chunk for i in range(layers))
+
+
+_BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
+           "num_hidden_layers": 100000, "num_attention_heads": 100000, "num_key_value_heads": 100000,
            "head_dim": 1 << 20, "hidden_size": 1 << 24, "intermediate_size": 1 << 26, "vocab_size": 1 << 26,
-           "sliding_window": 1 << 40, "max_window_layers": 100000}
+           "sliding_window": 1 << 40, "max_window_layers": 100000, "attention_chunk_size": 1 << 40,
+           "no_rope_layer_interval": 100000}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 

@@ -157,12 +157,12 @@ def utilization_cap(request: SearchRequest, devices: Devices, regime: Regime, no
     return cap
 
 
-def guess_block_size(request: SearchRequest, regime: Regime) -> int:
+def guess_block_size(request: SearchRequest, regime: Regime, model: ModelInfo) -> int:
     """vLLM's default block size before a launch reports it (vllm-strings.md 4g)."""
     size = request.engine_args.get("block_size")
     if isinstance(size, int) and not isinstance(size, bool) and size > 0:
         return size
-    return regime.default_block_size()
+    return regime.default_block_size(mla=model.latent_attention)
 
 
 def check_concurrency(request: SearchRequest) -> None:

@@ -8,14 +8,17 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..errors import BadInput
 from ..files.reading import check_nesting, read_input_bytes
+from ..logs.kv_groups import Span
 from .attention import DTYPE_BYTES as _DTYPE_BYTES
 from .attention import (
+    MLA_SINCE,
     check_config,
     kv_bytes_per_token,
+    latent_attention,
     layer_kv_bytes_per_token,
     layer_windows,
     sliding_window,
@@ -51,20 +54,42 @@ class ModelInfo:
     config_weights_bytes: Optional[int] = None
     """The dense weights config.json implies (embeddings, attention, gated MLP, experts) in its dtype;
     None for quantized or unusual configs. An estimate, for the diagnosis only."""
-    layer_windows: Optional[Tuple[Optional[int], ...]] = None
-    """Each layer's sliding window (None: full attention) as config.json says; None when it cannot say."""
+    layer_windows: Optional[Tuple[Span, ...]] = None
+    """Each layer's span (None: full attention; a sliding window; a Chunk) as config.json says; None when
+    it cannot say."""
     layer_kv_bytes_per_token: Optional[int] = None
     """KV bytes one token takes in one layer (every layer alike), for vLLM's per-group pages."""
     max_len_source: str = "config.json"
     """Where the model's maximum came from, for messages."""
     unmodelled_attention: Optional[str] = None
     """The attention kind whose KV cache config.json does not let this tool cost (MLA, mamba ...), in words."""
+    latent_attention: bool = False
+    """Every layer caches MLA's one latent (DeepSeek V2/V3): the same on every tensor-parallel rank."""
 
-    def for_version(self, version: Optional[Tuple[int, ...]]) -> ModelInfo:
+    def for_version(self, version: Optional[Tuple[int, ...]], env: Optional[Mapping[str, str]] = None) -> ModelInfo:
         """These facts as the installed vLLM derives them (an unknown version counts as current)."""
-        if self.unscaled_max_len is None or (version is not None and version < YARN_UNSCALED_SINCE):
-            return self
-        return dataclasses.replace(self, derived_max_len=self.unscaled_max_len, unscaled_max_len=None)
+        model = self
+        if self.latent_attention and ((version is not None and version < MLA_SINCE)
+                                      or str((env or {}).get("VLLM_MLA_DISABLE", "0")).strip() not in ("", "0")):
+            # full keys and values per head instead of the latent: a layout this tool does not cost
+            model = dataclasses.replace(self, kv_bytes_per_token=None, layer_kv_bytes_per_token=None,
+                                        latent_attention=False,
+                                        unmodelled_attention="multi-head attention in place of MLA's latent"
+                                        " (vLLM before 0.7.1, or VLLM_MLA_DISABLE=1)")
+        if model.unscaled_max_len is None or (version is not None and version < YARN_UNSCALED_SINCE):
+            return model
+        return dataclasses.replace(model, derived_max_len=model.unscaled_max_len, unscaled_max_len=None)
+
+    def _per_rank(self, per_token: int, tensor_parallel_size: int) -> int:
+        """KV bytes on one rank: KV heads split across ranks (replicated when fewer); MLA's latent whole."""
+        if not self.num_kv_heads or self.latent_attention:
+            return per_token
+        return per_token // self.num_kv_heads * max(1, self.num_kv_heads // tensor_parallel_size)
+
+    def layer_kv_bytes_per_rank(self, tensor_parallel_size: int) -> Optional[int]:
+        """KV bytes one token takes in one layer on one rank, in the model's dtype."""
+        per_layer = self.layer_kv_bytes_per_token
+        return self._per_rank(per_layer, tensor_parallel_size) if per_layer else None
 
     def plain_attention(self, v1: bool) -> bool:
         """Whether block counts translate into lengths: full attention with a known page, or a sliding
@@ -89,10 +114,7 @@ class ModelInfo:
             if element is None or not self.dtype_bytes:
                 return None  # a cache dtype this tool does not know: only measured numbers count
             per_token = per_token * element // self.dtype_bytes
-        if not self.num_kv_heads:
-            return per_token
-        per_rank_heads = max(1, self.num_kv_heads // tensor_parallel_size)
-        return per_token // self.num_kv_heads * per_rank_heads
+        return self._per_rank(per_token, tensor_parallel_size)
 
 
 def kv_element_bytes(engine_args: Dict[str, Any]) -> Any:
@@ -196,6 +218,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         layer_kv_bytes_per_token=per_layer,
         max_len_source=max_len_source(config, tokenizer),
         unmodelled_attention=unmodelled_attention(config),
+        latent_attention=latent_attention(config),
     )
 
 

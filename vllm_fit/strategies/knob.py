@@ -118,12 +118,33 @@ class KvModel:
         page of each layer of one group: measured first)."""
         if self.bytes_per_token and self.plain:
             return float(self.bytes_per_token * self.block_size(history))
-        for obs in reversed(history):  # measured: KV bytes over blocks, from any start that sized its pool
-            if obs.started and obs.blocks and obs.kv_bytes:
-                return obs.kv_bytes / obs.blocks
+        measured = self._measured_page(history)
+        if measured:
+            return measured
         if self.bytes_per_token:
             return float(self.bytes_per_token * self.block_size(history))
-        return None
+        return self._layout_page(history)
+
+    @staticmethod
+    def _measured_page(history: Sequence[Observation]) -> Optional[float]:
+        """KV bytes over blocks, from any start that sized its pool."""
+        return next((obs.kv_bytes / obs.blocks for obs in reversed(history)
+                     if obs.started and obs.blocks and obs.kv_bytes), None)
+
+    def _layout_page(self, history: Sequence[Observation]) -> Optional[float]:
+        """One pool block of the likely KV cache groups: measured, else a page of each layer of a group."""
+        measured = self._measured_page(history)
+        if measured or self.layout is None or not self.layer_bytes_per_token:
+            return measured
+        return float(self.layout.layers_per_group * self.layer_bytes_per_token * self.block_size(history))
+
+    def _layout_blocks(self, length: int, history: Sequence[Observation]) -> Optional[int]:
+        """Pool blocks (the null block included) one request of `length` needs by the likely KV cache
+        groups: vLLM 0.29+, one sequence, known tokens in flight; None otherwise."""
+        if self.plain or self.layout is None or self.in_flight_guess is None or self.sequences > 1 \
+                or not self.regime.null_block_in_start_check:
+            return None
+        return self.layout.least_blocks(length, self.block_size(history), self.in_flight_guess)
 
     def measured_request_blocks(self, length: int, history: Sequence[Observation]) -> Optional[int]:
         """Blocks one request of `length` takes, as a trial at that length printed it (vLLM's own figure)."""
@@ -144,6 +165,9 @@ class KvModel:
         measured = self.measured_request_blocks(length, history)
         if measured is not None:
             return (measured + (1 if self.regime.request_needs_null_block else 0)) * page
+        blocks, layout_page = self._layout_blocks(length, history), self._layout_page(history)
+        if blocks is not None and layout_page:
+            return blocks * layout_page
         return self.regime.blocks_needed(length, self.block_size(history), self.sliding_window,
                                          sequences=self.sequences) * page
 
@@ -161,13 +185,12 @@ class KvModel:
 
     def _layout_length(self, kv_bytes: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
         """What a KV cache of `kv_bytes` holds by the likely KV cache groups (vLLM 0.29+, one sequence)."""
-        layout, per_layer, in_flight = self.layout, self.layer_bytes_per_token, self.in_flight_guess
-        if layout is None or not per_layer or in_flight is None or self.sequences > 1 \
+        page = self._layout_page([])
+        if self.layout is None or not page or self.in_flight_guess is None or self.sequences > 1 \
                 or not self.regime.null_block_in_start_check:
             return None
-        size = self.guess_block_size
-        blocks = int(kv_bytes // (layout.layers_per_group * per_layer * size))
-        length = layout.longest_held(blocks, size, in_flight, limit=highest)
+        length = self.layout.longest_held(int(kv_bytes // page), self.guess_block_size, self.in_flight_guess,
+                                          limit=highest)
         return max(lowest, min(highest, length // granularity * granularity))
 
     def prior_length(self, utilization: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
