@@ -2,7 +2,8 @@
 
 Random weights saved by transformers (so vLLM loads real weights, the path users take), the tiny
 Llama's tokenizer, and per-layer KV pages of 32 KiB on the CPU backend (2 KV heads of dimension 32,
-bfloat16, 128-token blocks), like the tiny Llama. Run it with the vLLM environment's interpreter:
+bfloat16, 128-token blocks), like the tiny Llama; DeepSeek-V2's MLA latent is 576 wide (the only width
+the CPU MLA kernel takes), and the Granite 4.0-H models add mamba2 layers. Run it with the vLLM environment's interpreter:
     python scripts/make_family_models.py OUT_DIR TOKENIZER_DIR [FAMILY ...]
 A family whose folder holds a finished model is left as it is.
 """
@@ -63,6 +64,19 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     "llama4": ("Llama4Text", dict(num_hidden_layers=4, attention_chunk_size=512, intermediate_size_mlp=256,
                                   num_local_experts=2, num_experts_per_tok=1, interleave_moe_layer_step=2,
                                   max_position_embeddings=32768, rope_scaling=None)),
+    # Granite 4.0-H: Mamba2 layers with one attention layer among them (layer_types as the hub names them)
+    "granite4h": ("GraniteMoeHybrid", dict(num_hidden_layers=4, mamba_n_heads=8, mamba_d_head=32,
+                                           mamba_d_state=16, mamba_n_groups=1, mamba_d_conv=4, mamba_expand=2,
+                                           num_local_experts=2, num_experts_per_tok=1, shared_intermediate_size=256,
+                                           max_position_embeddings=32768, position_embedding_type="rope",
+                                           layer_types=["mamba", "mamba", "attention", "mamba"])),
+    # the same with a state of 67 KiB a layer: vLLM raises the attention block from 128 to 384 tokens
+    "granite4h_wide": ("GraniteMoeHybrid", dict(num_hidden_layers=4, mamba_n_heads=8, mamba_d_head=32,
+                                                mamba_d_state=128, mamba_n_groups=1, mamba_d_conv=4,
+                                                mamba_expand=2, num_local_experts=2, num_experts_per_tok=1,
+                                                shared_intermediate_size=256, max_position_embeddings=32768,
+                                                position_embedding_type="rope",
+                                                layer_types=["mamba", "mamba", "attention", "mamba"])),
 }
 
 
@@ -71,6 +85,8 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "gemma2": {"layer_types": None, "sliding_window": 4096},
     "qwen2": {"sliding_window": 4096},  # with transformers 5's layer_types, all full attention
     "llama4": {"layer_types": None},  # the hub's Llama 4 configs name no_rope_layers only
+    "granite4h": {"layer_types": ["mamba", "mamba", "attention", "mamba"]},  # ibm-granite/granite-4.0-h-*
+    "granite4h_wide": {"layer_types": ["mamba", "mamba", "attention", "mamba"]},
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }

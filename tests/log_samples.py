@@ -39,6 +39,9 @@ P043 = "INFO 06-12 08:12:23 gpu_executor.py:45] "                       # 0.4.0 
 P08 = "INFO 03-01 10:00:00 [executor_base.py:111] "                   # 0.8.0 .. 0.10.1.1
 E08 = "ERROR 03-01 10:00:02 [core.py:387] "
 P31 = "(EngineCore pid=28631) INFO 12-02 11:00:00 [kv_cache_utils.py:2327] "  # 0.31.0 ..
+CORE32 = "(EngineCore pid=31435) ERROR 12-05 07:47:36 [core.py:1512] "  # 0.32, the engine's own process
+SITE32 = "/work/main/.venv/lib/python3.11/site-packages/vllm/"
+API32 = "(APIServer pid=31420) ERROR 12-05 07:47:36 [async_llm.py:906] "
 ANSI_WORKER = "\x1b[1;36m(EngineCore_DP0 pid=123)\x1b[0;0m "           # 0.10.1 .. 0.11.x, always coloured
 
 SAMPLES = [
@@ -393,6 +396,41 @@ SAMPLES = [
                "1 validation error for ModelConfig\n  Value error, Model architectures"
                " ['OpenPanguVLForConditionalGeneration'] failed to be inspected. Please check the logs for more"
                " details.", "pydantic_core._pydantic_core.ValidationError")),
+    # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), a tiny Granite 4.0-H (mamba2 layers) with prefix
+    # caching on (vLLM's default); the traceback's last frames, as the probe caught it (issue 30)
+    Sample("request-time engine crash inside a mamba layer",
+           P31 + "CPU KV cache size: 23,417 tokens\n\n##vllm-fit phase=request\n", "crash",
+           {"kv_cache_tokens": 23417},
+           {"status": "request_failed", "phase": "request", "exception": {
+               "type": "builtins.IndexError", "message": "index 16 is out of bounds for dimension 0 with size 1",
+               "traceback": "Traceback (most recent call last):\n"
+               '  File "' + SITE32 + 'model_executor/layers/mamba/'
+               'mamba_mixer2.py", line 1228, in mamba_mixer2\n'
+               "    self.conv_ssm_forward(projected_states=projected_states, output=output)\n"
+               '  File "' + SITE32 + 'model_executor/layers/mamba/'
+               'mamba_mixer2.py", line 880, in conv_ssm_forward\n'
+               "    varlen_states[last_chunk_indices_p]\n"
+               "    ~~~~~~~~~~~~~^^^^^^^^^^^^^^^^^^^^^^\n"
+               "IndexError: index 16 is out of bounds for dimension 0 with size 1"}}),
+    # the same on `vllm serve` (its engine in a process of its own): the root cause is the engine core's
+    # traceback, then the API server's EngineDeadError and the HTTP 500 the probe saw (lines abridged)
+    Sample("request-time engine crash inside a mamba layer, served",
+           "\n##vllm-fit phase=request\n"
+           + CORE32 + "Traceback (most recent call last):\n"
+           + CORE32 + '  File "' + SITE32 + 'v1/engine/core.py", line 1496, in run_engine_core\n'
+           + CORE32 + '  File "' + SITE32 + 'model_executor/models/granitemoehybrid.py", line 123, in forward\n'
+           + CORE32 + '  File "' + SITE32 + 'model_executor/layers/mamba/mamba_mixer2.py", line 880,'
+           ' in conv_ssm_forward\n'
+           + CORE32 + "IndexError: index 8 is out of bounds for dimension 0 with size 1\n"
+           + API32 + "Traceback (most recent call last):\n"
+           + API32 + '  File "' + SITE32 + 'v1/engine/async_llm.py", line 849, in output_handler\n'
+           + API32 + '  File "' + SITE32 + 'v1/engine/core_client.py", line 1235, in get_output_async\n'
+           + API32 + "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace"
+           " (above) for the root cause.\n"
+           'INFO:     127.0.0.1:59592 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error\n', "crash", {},
+           {"status": "request_failed", "phase": "request", "exception": {
+               "type": "HTTP 500", "message": "EngineCore encountered an issue. See stack trace (above) for the root"
+               " cause."}}),
     Sample("vLLM's optional-import warning is no missing module",
            "WARNING 12-05 06:12:40 [_custom_ops.py:20] Failed to import from vllm._C with"
            " ModuleNotFoundError(\"No module named 'vllm._C'\")\n" + P31 + "GPU KV cache size: 9,999 tokens\n",

@@ -8,6 +8,7 @@ from vllm_fit.logs.capacity import hint_is_exact, max_len_hint
 from vllm_fit.logs.kv_groups import (
     Chunk,
     KvLayout,
+    State,
     agreed_longest,
     calibrated,
     candidate_layouts,
@@ -16,7 +17,8 @@ from vllm_fit.logs.kv_groups import (
 )
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
-from vllm_fit.prepare.attention import unmodelled_attention
+from vllm_fit.prepare.attention import mamba_state, unmodelled_attention
+from vllm_fit.prepare.checks import guess_block_size
 from vllm_fit.prepare.modelinfo import (
     ModelInfo,
     kv_bytes_per_token,
@@ -24,6 +26,7 @@ from vllm_fit.prepare.modelinfo import (
     layer_windows,
     max_len_source,
 )
+from vllm_fit.prepare.request import request_from_options
 from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
 from vllm_fit.strategies.length import Predict
 
@@ -234,3 +237,43 @@ def test_mla_caches_one_latent_per_token_and_layer():
     sparse = {**DEEPSEEK_V2_LITE, "model_type": "deepseek_v32", "index_topk": 2048}  # an indexer cache beside it
     assert kv_bytes_per_token(sparse) is None and "deepseek_v32" in (unmodelled_attention(sparse) or "")
     assert V032_CPU.default_block_size(mla=True) == 16 and V032_CPU.default_block_size() == 128
+
+
+GRANITE_4_H_MICRO = {"model_type": "granitemoehybrid", "num_hidden_layers": 40, "hidden_size": 2048,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "mamba_n_heads": 64, "mamba_d_head": 64,
+                     "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2,
+                     "torch_dtype": "bfloat16",
+                     "layer_types": (["mamba"] * 5 + ["attention"] + ["mamba"] * 4) * 4}
+"""ibm-granite/granite-4.0-h-micro's attention and mamba keys as published (attention at 5, 15, 25, 35)."""
+
+
+def test_granite_mamba_layers_hold_their_state_whatever_the_length():
+    """vLLM 0.32 (granitemoehybrid.py, mamba2_state_shape): 36 mamba layers and 4 attention layers make
+    groups of 4: nine groups of one state block a request (three with prefix caching on), one of attention
+    (issue 30)."""
+    spans = layer_windows(GRANITE_4_H_MICRO)
+    assert spans is not None and spans.count(None) == 4 and spans.count(State()) == 36
+    assert kv_bytes_per_token(GRANITE_4_H_MICRO) is None and unmodelled_attention(GRANITE_4_H_MICRO) is None
+    assert mamba_state(GRANITE_4_H_MICRO) == (3 * (4096 + 2 * 128) * 2, 64 * 64 * 128)
+    off, on = candidate_layouts(spans, (1, 3))
+    assert off.layers_per_group == 4 and off.windows.count(State(1)) == 9 and off.windows.count(None) == 1
+    assert off.request_blocks(100_000, 528, 8192) == 9 + 190 and on.request_blocks(100_000, 528, 8192) == 27 + 190
+    # the tiny Granite of the real tests: 192 pages of 32 KiB serve 24064 with prefix caching off, 23296 on
+    tiny = candidate_layouts((State(),) * 2 + (None, State()), (1, 3))
+    assert [layout.longest_held(192, 128, 4096) for layout in tiny] == [24064, 23296]
+    assert unmodelled_attention({**GRANITE_4_H_MICRO, "model_type": "qwen3_next"}) == "layer types attention, mamba"
+
+
+def test_vllm_raises_the_attention_block_to_hold_a_mamba_state():
+    """platforms/interface.py `_align_hybrid_block_size`: the block grows in kernel-block steps until one
+    attention page holds a state: 528 tokens on a GPU (bf16 state, 16-token steps), 1152 on a CPU with
+    AVX-512 BF16 (float32 SSM state, 128-token steps); measured: the tiny wide Granite's 640."""
+    info = ModelInfo(None, 131072, 32, None, None, num_kv_heads=8, dtype_bytes=2, layer_kv_bytes_per_token=2048,
+                     mamba_state=mamba_state(GRANITE_4_H_MICRO))
+    gpu = Regime.of("0.32.0", cpu=False)
+    request = request_from_options({"model": "m"}, {}, "python")
+    assert guess_block_size(request, gpu, info) == 528
+    wide = ModelInfo(None, 32768, 4, None, None, num_kv_heads=2, dtype_bytes=2, layer_kv_bytes_per_token=256,
+                     mamba_state=(3 * (256 + 256) * 2, 8 * 32 * 128))
+    fp32 = request_from_options({"model": "m", "engine_args": ["mamba_ssm_cache_dtype=float32"]}, {}, "python")
+    assert guess_block_size(fp32, V032_CPU, wide) == 640

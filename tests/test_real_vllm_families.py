@@ -4,8 +4,9 @@ Each family is a tiny model saved by transformers with its hub config's attentio
 (scripts/make_family_models.py): Gemma 2 (sliding on even layers, no layer_types), Gemma 3 (5:1
 layer_types), Phi-3-mini-128k (LongRoPE, original 4096, window 262144), GPT-OSS (sinks, window 128 on
 every other layer), Mistral (a window on every layer), Mixtral (experts), Qwen3 and Qwen2 (its window
-off, transformers 5's layer_types), Llama 4 text (chunked local attention on three layers of four) and
-DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the CPU, 36 KiB a block).
+off, transformers 5's layer_types), Llama 4 text (chunked local attention on three layers of four),
+DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the CPU, 36 KiB a block) and
+Granite 4.0-H (three mamba2 layers, one attention layer).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.vllm
 
 KV_40_BLOCKS = 40 * 128 * 512  # 2.5 MiB: 40 blocks of the tiny Llama, 80 one-layer pages
 KV_6MIB = 6 << 20
+NO_PREFIX_CACHING = ("--engine-arg", "enable_prefix_caching=false")
+"""Granite 4.0-H's requests crash vLLM 0.32's CPU mamba kernel with prefix caching on (a test below)."""
 
 
 @pytest.fixture(scope="session")
@@ -87,13 +90,15 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
     ("gemma2", 4000, 32, 66),       # 33 sliding + 32 full + the null block (2 launches before issue 30)
     ("llama4", 8000, 32, 172),      # 3 chunked groups of cdiv(512 + 4096, 128) + 63 full + the null block
     ("deepseek_v2", 1000, 36, 64),  # MLA: cdiv(1000, 16) + the null block, 36 KiB a block
+    ("granite4h", 20000, 32, 161),  # three mamba groups of one block + cdiv(20000, 128) + the null block
 ])
 def test_the_least_kv_for_a_target_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family,
                                                           target, page_kib, pages):
     """--target-len --search kv-cache-memory: the need read off the KV cache groups, proven by the trial's
     own figures; one page less was refused outside the tool (scripts/boundary.py, 2026-12-05)."""
     report = search(vllm_python, families / family, real_env, tmp_path, "--target-len", target, "--search",
-                    "kv-cache-memory", "--kv-granularity", "%dKiB" % page_kib)
+                    "kv-cache-memory", "--kv-granularity", "%dKiB" % page_kib,
+                    *(NO_PREFIX_CACHING if family.startswith("granite") else ()))
     assert report["fit"]["kv_cache_memory_bytes"] == pages * page_kib * 1024, trials(report)
     assert report["launches"] == 1, trials(report)
 
@@ -145,3 +150,63 @@ def test_phi3_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp
                     "--granularity", 1, via="serve")
     assert report["fit"]["max_model_len"] == 4864 and report["launches"] == 1, trials(report)
 
+
+
+def _has_avx512_bf16() -> bool:
+    try:
+        return " avx512_bf16" in Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("family, via, expected", [
+    ("granite4h", "llm", 24064),        # 192 pages of 32 KiB: 3 mamba groups of one block, 188 attention blocks
+    ("granite4h", "serve", 24064),
+    ("granite4h_wide", "llm", 21760),   # a 131 KiB state: 640-token blocks, 38 of them: 3 + 34
+])
+def test_granite4h_mamba_layers_hold_one_block_each(vllm_python, families, real_env, tmp_path, family, via,
+                                                    expected):
+    """Prefix caching off: each mamba group holds one block whatever the length; vLLM raises the attention
+    block until its page holds a mamba state (640 tokens for the wide one, its SSM state in float32 on a CPU
+    with AVX-512 BF16). Checked outside the tool: L served, L + 1 refused (issue 30: 2 launches before)."""
+    env = dict(real_env)
+    if via == "serve":
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    report = search(vllm_python, families / family, env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
+                    *NO_PREFIX_CACHING, via=via)
+    assert report["fit"]["max_model_len"] == expected, trials(report)
+    # the wide state's size on the CPU depends on AVX-512 BF16 (float32 SSM state); elsewhere one launch more
+    assert report["launches"] == (1 if family == "granite4h" or _has_avx512_bf16() else 2), trials(report)
+
+
+def test_granite4h_crash_names_prefix_caching(vllm_python, families, real_env, tmp_path):
+    """Granite 4.0-H with prefix caching on (vLLM 0.32's default): it starts, and the full-length request
+    crashes the engine in mamba_mixer2.py. On the default (served) path the trial is a crash that names
+    that frame, nothing fits (exit 1), and the diagnosis names enable_prefix_caching=false (issue 30)."""
+    env = {key: value for key, value in real_env.items() if key != "VLLM_ENABLE_V1_MULTIPROCESSING"}
+    report_path = tmp_path / "report.json"
+    done = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "granite4h"),
+                           "--engine-arg", "enforce_eager=true", "--via", "serve", "--no-cache", "--report",
+                           str(report_path), "--kv-cache-memory", str(KV_6MIB), "--granularity", "1"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    report = json.loads(report_path.read_text())
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert [t["outcome"] for t in report["trials"]] == ["crash"], trials(report)
+    assert "layers/mamba/mamba_mixer2.py" in report["trials"][0]["detail"]
+    assert report["diagnosis"]["engine_argument"] == "enable_prefix_caching=false"
+    assert "--engine-arg enable_prefix_caching=false" in done.stdout + done.stderr
+
+
+def test_granite4h_explore_serves_with_prefix_caching_off(vllm_python, families, real_env, tmp_path):
+    """--explore tries the argument the crash pointed at: 6 MiB = 192 one-layer pages, three mamba groups of
+    one block each and the attention group's cdiv(L, 128): 24064 (vLLM served it and refused 24065 with
+    enable_prefix_caching=false outside the tool, 2026-12-05)."""
+    report_path = tmp_path / "report.json"
+    subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "granite4h"), "--engine-arg",
+                    "enforce_eager=true", "--via", "llm", "--no-cache", "--report", str(report_path),
+                    "--kv-cache-memory", str(KV_6MIB), "--granularity", "1", "--explore"],
+                   env=real_env, capture_output=True, text=True, timeout=900)
+    report = json.loads(report_path.read_text())
+    first = report["explore"][0]
+    assert first["alternative"] == "enable_prefix_caching=false" and first["verified"], first["stop_reason"]
+    assert first["fit"]["max_model_len"] == 24064

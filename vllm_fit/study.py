@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from .advice.engine_hints import crash_hint
 from .gpu import LOST_VIEW
 from .outcome import Outcome, StopReason
 from .plan.weights import verify_with_real_weights
@@ -77,8 +78,9 @@ def _stop_before(records: List[TrialRecord], objective: Objective, timeout_s: fl
     stopping = STOPPING_OUTCOMES - objective.informative
     stopper = next((r for r in records if r.outcome in stopping), None)
     if stopper is not None:
-        return StopReason.STOPPING_OUTCOME, "trial %d ended %s: %s" % (stopper.index, stopper.outcome.value,
-                                                                       stopper.detail)
+        hint = crash_hint([stopper])
+        return StopReason.STOPPING_OUTCOME, "trial %d ended %s: %s%s" % (
+            stopper.index, stopper.outcome.value, stopper.detail, "; " + hint.why if hint else "")
     served = [r for r in records if r.outcome is Outcome.OK and r.length is not None]
     timeouts = [r for r in records if r.outcome is Outcome.TIMEOUT]
     spent = sum(min(1.0, (r.timeout_s or timeout_s) / timeout_s) for r in timeouts)

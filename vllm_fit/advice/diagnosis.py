@@ -6,7 +6,8 @@ hold it, what tensor parallelism 2 and 4 and an fp8 KV cache would give, and who
 These are estimates on vLLM's accounting (the budget is utilization x total minus what is not KV);
 When no trial measured a pool (the weights or the profile run did not fit), the weights' size (from
 the trials, the files or config.json) and the failed allocations bound what is missing from below.
-`--explore` (explore.py) launches the alternatives that can run here.
+Where a request crashed the engine in code an engine argument controls (engine_hints.py), the diagnosis
+is that argument instead. `--explore` (explore.py) launches the alternatives that can run here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from ..outcome import OomStage, Outcome
 from ..prepare.modelinfo import ModelInfo
 from ..report.search_report import SearchReport
+from .engine_hints import crash_hint
 
 GIB = float(1 << 30)
 
@@ -70,6 +72,9 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
     """The diagnosis, or None when the fit reaches the wanted maximum or there is nothing to reckon with
     (no pool measured and the weights' size, the KV cost or the device total unknown)."""
     fit, search = report.fit, report.search
+    hint = crash_hint(report.trials)
+    if hint is not None and fit is None:  # a crash, not memory: no length or memory setting changes it
+        return {"engine_argument": hint.argument, "lines": [hint.line]}
     model_max = search.max_len or model.derived_max_len
     wanted = model_max if fit else (search.min_len or model_max)
     if not wanted or (fit and fit.max_model_len >= wanted):

@@ -1,6 +1,7 @@
 """--explore: the alternatives the diagnosis names that can run here, each searched and verified.
 
-An fp8 KV cache (where the KV cache is not one byte per element already) and tensor parallelism 2x
+The engine argument a request-time crash points at (engine_hints.py: prefix caching off where a mamba
+layer crashed), an fp8 KV cache (where the KV cache is not one byte per element already) and tensor parallelism 2x
 and 4x (where that many devices are visible and the heads divide). Each alternative is the same
 search with one change, at the fit's own utilization when the fit searched it, so it costs a
 length search, not a second utilization search; its fit is proven by a real request like any other.
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..errors import BadInput
 from ..prepare import Prepared, prepare
 from ..prepare.request import ObjectiveKind
 from ..report.search_report import ExploreRow, SearchReport
+from .engine_hints import crash_hint
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,15 @@ class Alternative:
     tensor_parallel_size: int
 
 
-def alternatives(prepared: Prepared) -> List[Alternative]:
-    """The alternatives that can run here: fp8 KV unless the cache is fp8 already; TP where devices allow."""
+def alternatives(prepared: Prepared, report: Optional[SearchReport] = None) -> List[Alternative]:
+    """The alternatives that can run here: the engine argument a crash points at (first); fp8 KV unless
+    the cache is fp8 already; TP where devices allow."""
     request, model = prepared.request, prepared.model
     found: List[Alternative] = []
+    hint = crash_hint(report.trials) if report is not None else None
+    if hint is not None:
+        found.append(Alternative(hint.argument, dict(request.engine_args, **{hint.name: hint.value}),
+                                 request.tensor_parallel_size))
     cache = str(request.engine_args.get("kv_cache_dtype") or "auto").lower()
     if not cache.startswith("fp8") and model.dtype_bytes != 1:
         found.append(Alternative("kv_cache_dtype=fp8", dict(request.engine_args, kv_cache_dtype="fp8"),
@@ -62,7 +69,7 @@ def explore(prepared: Prepared, report: SearchReport, search: SearchOne,
     """Search each alternative; one row per alternative for the report, in the order they ran."""
     rows = []
     fixed = _fixed_memory(report, prepared.objective)
-    for alternative in alternatives(prepared):
+    for alternative in alternatives(prepared, report):
         request = dataclasses.replace(prepared.request, engine_args=dict(alternative.engine_args),
                                       tensor_parallel_size=alternative.tensor_parallel_size, explore=False,
                                       **fixed)

@@ -10,7 +10,7 @@ it proves nothing about the length.
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Pattern, Tuple
+from typing import Any, List, Optional, Pattern, Sequence, Tuple
 
 from ..outcome import CapacityFacts, Classification, OomStage, Outcome
 from ..probe import PHASE_MARKER
@@ -186,7 +186,9 @@ def classify(
         problem = result.request_problem if result is not None else None
         if problem:  # served fewer tokens than asked: the KV cache could not hold the sequence
             return Classification(Outcome.REQUEST_FAILED, problem, facts, [*capacity_evidence, problem], phase)
-        detail = "the full-length request failed: %s" % _exception_summary(result)
+        cause = root_cause(in_request + _exception_lines(result))
+        detail = "the engine crashed serving the full-length request: %s" % (
+            "%s (raised in %s)" % cause if cause is not None else _exception_summary(result))
         return Classification(Outcome.CRASH, detail, facts, _with(why_transient[:1], _tail(lines + _exception_lines(
             result))), phase, transient)
 
@@ -202,6 +204,38 @@ def classify(
     if result is not None and result.exception:
         detail += ": " + _exception_summary(result)
     return Classification(Outcome.CRASH, detail, facts, _with(why_transient[:1], tail), phase, transient)
+
+
+_VLLM_FRAME = re.compile(r'File "[^"]*?/(vllm/[^"]+\.py)", line (\d+), in (\w+)')
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b:?.*")
+
+
+def raising_frame(texts: Sequence[str]) -> Optional[str]:
+    """The innermost frame of vLLM's own code in these lines, `path:line (function)`."""
+    found = None
+    for text in texts:
+        for match in _VLLM_FRAME.finditer(text):
+            found = "%s:%s (%s)" % match.groups()
+    return found
+
+
+def root_cause(lines: Sequence[LogLine]) -> Optional[Tuple[str, str]]:
+    """(exception line, innermost vLLM frame) of the first traceback that names a frame of vLLM's: the
+    root cause, which a server's later "EngineCore encountered an issue. See stack trace (above)" and a
+    chained exception's "direct cause" both print after it."""
+    frames: List[str] = []
+    inside = False
+    for line in lines:
+        if "Traceback (most recent call last)" in line.msg:
+            inside, frames = True, []
+        elif inside and _VLLM_FRAME.search(line.raw):
+            frames.append(line.raw)
+        elif inside and _EXCEPTION_LINE.match(line.msg.strip()) and not line.msg.startswith(" "):
+            frame = raising_frame(frames)
+            if frame is not None:
+                return line.msg.strip(), frame
+            inside = False
+    return None
 
 
 def _with(reason: List[str], tail: List[str]) -> List[str]:

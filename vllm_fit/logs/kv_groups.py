@@ -5,7 +5,8 @@ type, each bucket split into groups of `group_size` layers; one pool block is on
 of a group, and every group takes its blocks from the one pool. A full-attention group needs
 cdiv(L, block) blocks; a sliding-window group cdiv(min(window - 1 + in-flight tokens, L), block) + 1
 (the in-flight tokens are max_num_batched_tokens, twice that with async scheduling); a chunked-local
-group (Llama 4) cdiv(min(chunk + in-flight tokens, L), block). The start-up
+group (Llama 4) cdiv(min(chunk + in-flight tokens, L), block); a group of mamba layers a fixed number
+of blocks (their states, each padded to the attention page). The start-up
 check (with the null block) and the admission gate both use these needs, so a pool of B blocks starts
 and serves L exactly when the sum of the needs is at most B - 1.
 
@@ -40,8 +41,20 @@ class Chunk:
         return "chunk %d" % self.size
 
 
-Span = Union[None, int, Chunk]
-"""What one layer attends to: everything (None), a sliding window of n tokens, or its chunk."""
+@dataclass(frozen=True)
+class State:
+    """A layer with a recurrent state instead of keys and values (mamba, gated DeltaNet): a request holds
+    `blocks` pool blocks whatever its length. One; vLLM 0.32 keeps three for a mamba2 layer when prefix
+    caching is on (its "align" mode: two states and a prefill checkpoint). 0: not known yet."""
+
+    blocks: int = 0
+
+    def __str__(self) -> str:
+        return "state x%d" % self.blocks
+
+
+Span = Union[None, int, Chunk, State]
+"""What one layer keeps: every token (None), a sliding window of n tokens, its chunk, or a state."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,8 @@ class KvLayout:
                 total += cdiv(length, block_size)
             elif isinstance(window, Chunk):
                 total += cdiv(min(window.size + in_flight, length), block_size)
+            elif isinstance(window, State):
+                total += window.blocks
             else:
                 total += cdiv(min(window - 1 + in_flight, length), block_size) + 1
         return total
@@ -114,12 +129,18 @@ def _all_name(span: Span) -> str:
     return "full" if span is None else "all-chunked" if isinstance(span, Chunk) else "all-sliding"
 
 
-def candidate_layouts(layer_windows: Optional[Sequence[Span]]) -> Tuple[KvLayout, ...]:
+def candidate_layouts(layer_windows: Optional[Sequence[Span]], state_blocks: Sequence[int] = (1, 3, 2)
+                      ) -> Tuple[KvLayout, ...]:
     """The layouts vLLM may give a model whose config.json names these per-layer spans: the hybrid
     groups first (vLLM's default), then every layer sized as full attention (no hybrid manager, or a
-    span the installed vLLM ignores), then every layer local (a span it applies to all)."""
+    span the installed vLLM ignores), then every layer local (a span it applies to all). A model with
+    state layers is always hybrid: one layout per count of state blocks a request may hold, the likely
+    one first."""
     if not layer_windows:
         return ()
+    if any(isinstance(span, State) for span in layer_windows):
+        return tuple(hybrid_layout([State(count) if isinstance(span, State) else span for span in layer_windows])
+                     for count in state_blocks)
     layers = len(layer_windows)
     windows = {w for w in layer_windows if w is not None}
     found = [hybrid_layout(layer_windows), KvLayout((None,), layers, "full-sized")]

@@ -41,7 +41,16 @@ def kv_layouts(prepared: Prepared) -> Tuple[KvLayout, ...]:
     their blocks map to lengths directly)."""
     if prepared.model.plain_attention(prepared.regime.v1):
         return ()
-    return candidate_layouts(prepared.model.layer_windows)
+    return candidate_layouts(prepared.model.layer_windows, _state_blocks(prepared))
+
+
+def _state_blocks(prepared: Prepared) -> Tuple[int, ...]:
+    """The pool blocks a request's mamba state may hold, the likely count first: one, or three where prefix
+    caching is on in vLLM 0.32+ (its "align" mode: two states and a prefill checkpoint, measured)."""
+    caching = prepared.request.engine_args.get("enable_prefix_caching")
+    if caching is not False and prepared.regime.since(0, 32, 0):
+        return (3, 1, 2)
+    return (1, 3, 2)
 
 
 def _in_flight_guess(prepared: Prepared) -> Optional[int]:

@@ -6,9 +6,9 @@ language model's numbers in multimodal configs.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..logs.kv_groups import Chunk, Span
+from ..logs.kv_groups import Chunk, Span, State
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4}
 
@@ -95,8 +95,10 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
         return "multi-head latent attention as model type %s lays it out (kv_lora_rank %s)" % (
             config.get("model_type") or "unknown", config.get("kv_lora_rank"))
     types = config.get("layer_types")
-    kinds = sorted({str(kind) for kind in types} - {"full_attention", "sliding_attention", "chunked_attention"}) \
-        if isinstance(types, list) else []
+    known = {"full_attention", "sliding_attention", "chunked_attention"}
+    if mamba_state(config) is not None:
+        known |= {"mamba", "linear_attention", "attention"}
+    kinds = sorted({str(kind) for kind in types} - known) if isinstance(types, list) else []
     if kinds:
         return "layer types %s" % ", ".join(kinds[:4])
     if config.get("attention_chunk_size") and layer_windows(config) is None:
@@ -123,10 +125,12 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
     chunk = Chunk(config["attention_chunk_size"]) if _positive_int(config.get("attention_chunk_size")) else None
     spans: Dict[str, Span] = {"full_attention": None, "sliding_attention": window, "chunked_attention": chunk}
+    if str(config.get("model_type", "")) in STATE_MODEL_TYPES:  # Granite 4.0-H names them as its hub config does
+        spans.update({"mamba": State(), "linear_attention": State(), "attention": None})
     types = config.get("layer_types")
     if isinstance(types, list) and len(types) == layers:
-        if any(kind not in spans for kind in types) or any(spans[kind] is None and kind != "full_attention"
-                                                           for kind in types):
+        if any(kind not in spans or (kind in ("sliding_attention", "chunked_attention") and spans[kind] is None)
+               for kind in types):
             return None
         return tuple(spans[kind] for kind in types)
     if chunk is not None:
@@ -142,6 +146,26 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     if str(config.get("model_type", "")) == "gemma2":
         return tuple(window if i % 2 == 0 else None for i in range(layers))
     return (window,) * layers
+
+
+STATE_MODEL_TYPES = frozenset({"granitemoehybrid"})
+"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py)."""
+
+
+def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+    """One mamba2 layer's state on one device (vLLM's mamba2_state_shape): the conv state's bytes in the
+    model's dtype, (d_conv - 1) x (expand x hidden + 2 x groups x d_state), and the SSM state's elements,
+    heads x head_dim x d_state, whose dtype the engine chooses; None where config.json lacks a number or
+    the model is not one this tool costs."""
+    config = text_config(config)
+    keys = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_expand",
+            "hidden_size")
+    values: List[int] = [int(config[key]) for key in keys if _positive_int(config.get(key))]
+    dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
+    if str(config.get("model_type", "")) not in STATE_MODEL_TYPES or dtype is None or len(values) != len(keys):
+        return None
+    heads, head_dim, d_state, groups, d_conv, expand, hidden = values
+    return (d_conv - 1) * (expand * hidden + 2 * groups * d_state) * dtype, heads * head_dim * d_state
 
 
 def _chunked_layers(config: Dict[str, Any], layers: int, chunk: Chunk) -> Optional[Tuple[Span, ...]]:
@@ -165,7 +189,8 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "num_hidden_layers": 100000, "num_attention_heads": 100000, "num_key_value_heads": 100000,
            "head_dim": 1 << 20, "hidden_size": 1 << 24, "intermediate_size": 1 << 26, "vocab_size": 1 << 26,
            "sliding_window": 1 << 40, "max_window_layers": 100000, "attention_chunk_size": 1 << 40,
-           "no_rope_layer_interval": 100000}
+           "no_rope_layer_interval": 100000, "mamba_n_heads": 1 << 20, "mamba_d_head": 1 << 20,
+           "mamba_d_state": 1 << 20, "mamba_n_groups": 1 << 20, "mamba_d_conv": 1 << 10, "mamba_expand": 1 << 10}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 

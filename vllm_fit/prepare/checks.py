@@ -162,7 +162,35 @@ def guess_block_size(request: SearchRequest, regime: Regime, model: ModelInfo) -
     size = request.engine_args.get("block_size")
     if isinstance(size, int) and not isinstance(size, bool) and size > 0:
         return size
-    return regime.default_block_size(mla=model.latent_attention)
+    size = regime.default_block_size(mla=model.latent_attention)
+    per_token = model.layer_kv_bytes_per_rank(request.tensor_parallel_size)
+    if model.mamba_state and per_token:
+        # vLLM raises the attention block until one attention page holds a mamba state, in whole multiples of
+        # the kernel's block (platforms/interface.py `_align_hybrid_block_size`)
+        conv, ssm = model.mamba_state
+        state = (conv + ssm * _ssm_element_bytes(request, regime, model)) // request.tensor_parallel_size
+        size = max(size, size * -(-state // (size * per_token)))
+    return size
+
+
+def _ssm_element_bytes(request: SearchRequest, regime: Regime, model: ModelInfo) -> int:
+    """The SSM state's element size: --engine-arg mamba_ssm_cache_dtype, else float32 on a CPU with
+    AVX-512 BF16 (vLLM 0.32's CPU platform resets it for its accelerated kernels), else the model's."""
+    given = str(request.engine_args.get("mamba_ssm_cache_dtype") or "auto")
+    if given != "auto":
+        return {"float32": 4}.get(given, 2)
+    if regime.cpu and _cpu_flag("avx512_bf16"):
+        return 4
+    return model.dtype_bytes or 2
+
+
+def _cpu_flag(flag: str) -> bool:
+    """Whether this machine's CPU has the flag (/proc/cpuinfo; False where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
+            return any(line.startswith("flags") and flag in line.split() for line in info)
+    except OSError:
+        return False
 
 
 def check_concurrency(request: SearchRequest) -> None:

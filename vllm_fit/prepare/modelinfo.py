@@ -21,6 +21,7 @@ from .attention import (
     latent_attention,
     layer_kv_bytes_per_token,
     layer_windows,
+    mamba_state,
     sliding_window,
     text_config,
     unmodelled_attention,
@@ -65,6 +66,9 @@ class ModelInfo:
     """The attention kind whose KV cache config.json does not let this tool cost (MLA, mamba ...), in words."""
     latent_attention: bool = False
     """Every layer caches MLA's one latent (DeepSeek V2/V3): the same on every tensor-parallel rank."""
+    mamba_state: Optional[Tuple[int, int]] = None
+    """One mamba layer's state (Granite 4.0-H): its conv state's bytes and its SSM state's elements, whose
+    size vLLM raises the attention block to hold."""
 
     def for_version(self, version: Optional[Tuple[int, ...]], env: Optional[Mapping[str, str]] = None) -> ModelInfo:
         """These facts as the installed vLLM derives them (an unknown version counts as current)."""
@@ -219,6 +223,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         max_len_source=max_len_source(config, tokenizer),
         unmodelled_attention=unmodelled_attention(config),
         latent_attention=latent_attention(config),
+        mamba_state=mamba_state(config),
     )
 
 
