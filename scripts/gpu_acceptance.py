@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -112,16 +113,24 @@ def run_search(args: argparse.Namespace, work: Path, env: Dict[str, str]) -> Dic
 
 LEFTOVER_MARKERS = ("vllm_fit/probe.py", "vllm.entrypoints.openai", "##boundary", "vllm-fit acceptance")
 """What the command line of a trial, a served trial, a boundary launch or the stale vLLM contains."""
+RUN_ENV = "VLLM_FIT_ACCEPTANCE_RUN"
+"""Set to this check's own id in every process it starts (trials inherit it): another vLLM on the machine,
+a test running beside this one, is not this check's leftover."""
 
 
-def leftovers() -> List[Dict[str, Any]]:
-    """Processes still alive that this check started (any descendant) or whose command line names
-    the tool's probe, vLLM's server, a boundary launch or the stale vLLM."""
+def leftovers(run_id: str) -> List[Dict[str, Any]]:
+    """Processes still alive that this check started (any descendant), or that carry its id and whose
+    command line names the tool's probe, vLLM's server, a boundary launch or the stale vLLM."""
     found = {child.pid: child for child in psutil.Process().children(recursive=True)}
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(process.info.get("cmdline") or [])
-        if process.pid != os.getpid() and any(marker in cmdline for marker in LEFTOVER_MARKERS):
-            found[process.pid] = process
+        if process.pid == os.getpid() or not any(marker in cmdline for marker in LEFTOVER_MARKERS):
+            continue
+        try:
+            if process.environ().get(RUN_ENV) == run_id:
+                found[process.pid] = process
+        except psutil.Error:
+            continue  # ended, or not ours to read: not started by this check
     alive = []
     for pid, process in sorted(found.items()):
         try:
@@ -147,6 +156,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = parser.parse_args(argv)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT)]))
+    env[RUN_ENV] = uuid.uuid4().hex
     args.work.mkdir(parents=True, exist_ok=True)
     verdict: Dict[str, Any] = {}
     before = Devices(env, 1)
@@ -168,7 +178,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     waited = before.wait_released(baseline, timeout_s=120)
     verdict["cleanup"] = {"released": bool(waited.get("released")),
                           "release_wait_s": round(time.monotonic() - released_from, 2),
-                          "leftover_processes": leftovers()}
+                          "leftover_processes": leftovers(env[RUN_ENV])}
     nvml = verdict["nvml"]
     checks = {"nvml": nvml["holder_seen"] and nvml["cap_lowered"], "search": verdict["search"]["ok"],
               "outside": bool(verdict.get("outside", {}).get("ok")),

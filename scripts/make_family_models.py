@@ -2,8 +2,9 @@
 
 Random weights saved by transformers (so vLLM loads real weights, the path users take), the tiny
 Llama's tokenizer, and per-layer KV pages of 32 KiB on the CPU backend (2 KV heads of dimension 32,
-bfloat16, 128-token blocks), like the tiny Llama; DeepSeek-V2's MLA latent is 576 wide (the only width
-the CPU MLA kernel takes), and the Granite 4.0-H models add mamba2 layers. Run it with the vLLM environment's interpreter:
+bfloat16, 128-token blocks), like the tiny Llama; DeepSeek-V2's MLA latent is 576 wide (the only
+width the CPU MLA kernel takes), Granite 4.0-H adds mamba2 layers and Qwen3-Next gated DeltaNet ones.
+Run it with the vLLM environment's interpreter:
     python scripts/make_family_models.py OUT_DIR TOKENIZER_DIR [FAMILY ...]
 A family whose folder holds a finished model is left as it is.
 """
@@ -77,6 +78,11 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                                 shared_intermediate_size=256, max_position_embeddings=32768,
                                                 position_embedding_type="rope",
                                                 layer_types=["mamba", "mamba", "attention", "mamba"])),
+    # Qwen3-Next: gated DeltaNet layers, full attention every fourth (the CPU GDN kernel takes head dim 128 only)
+    "qwen3_next": ("Qwen3Next", dict(num_hidden_layers=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                                     linear_num_key_heads=1, linear_num_value_heads=2, linear_conv_kernel_dim=4,
+                                     num_experts=2, num_experts_per_tok=1, moe_intermediate_size=64,
+                                     shared_expert_intermediate_size=64, max_position_embeddings=32768)),
 }
 
 
@@ -87,6 +93,7 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "llama4": {"layer_types": None},  # the hub's Llama 4 configs name no_rope_layers only
     "granite4h": {"layer_types": ["mamba", "mamba", "attention", "mamba"]},  # ibm-granite/granite-4.0-h-*
     "granite4h_wide": {"layer_types": ["mamba", "mamba", "attention", "mamba"]},
+    "qwen3_next": {"layer_types": None, "full_attention_interval": 4},  # Qwen/Qwen3-Next-80B-A3B-*
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }

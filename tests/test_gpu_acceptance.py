@@ -47,3 +47,26 @@ def test_no_gpu_is_exit_3(tmp_path):
     done, verdict = _accept(tmp_path, _world(tmp_path, no_gpu=True))
     assert done.returncode == 3 and verdict == {"ok": False, "reason": verdict["reason"]}
     assert "no GPU" in verdict["reason"]
+
+
+def test_only_this_checks_own_processes_are_leftovers(tmp_path):
+    """Another vLLM server on the machine (a test beside this one) is not a leftover; one that carries this
+    check's id is, even when it was reparented away from the check."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gpu_acceptance
+
+    sleeper = "import time; time.sleep(60)"
+    marker = "vllm.entrypoints.openai"
+    ours = subprocess.run(["sh", "-c", '"$0" -c "$1" "$2" >/dev/null 2>&1 & echo $!', sys.executable, sleeper, marker],
+                          env={**environment(tmp_path), gpu_acceptance.RUN_ENV: "run-1"}, capture_output=True,
+                          text=True, check=True)
+    other = subprocess.run(["sh", "-c", '"$0" -c "$1" "$2" >/dev/null 2>&1 & echo $!', sys.executable, sleeper, marker],
+                           env={**environment(tmp_path), gpu_acceptance.RUN_ENV: "run-2"}, capture_output=True,
+                           text=True, check=True)
+    pids = [int(ours.stdout), int(other.stdout)]
+    try:
+        found = [entry["pid"] for entry in gpu_acceptance.leftovers("run-1")]
+        assert pids[0] in found and pids[1] not in found
+    finally:
+        for pid in pids:
+            subprocess.run(["kill", "-9", str(pid)], check=False)

@@ -277,3 +277,35 @@ def test_vllm_raises_the_attention_block_to_hold_a_mamba_state():
                      mamba_state=(3 * (256 + 256) * 2, 8 * 32 * 128))
     fp32 = request_from_options({"model": "m", "engine_args": ["mamba_ssm_cache_dtype=float32"]}, {}, "python")
     assert guess_block_size(fp32, V032_CPU, wide) == 640
+
+
+QWEN3_NEXT = {"model_type": "qwen3_next", "num_hidden_layers": 48, "num_attention_heads": 16,
+              "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+              "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+              "linear_num_value_heads": 32, "torch_dtype": "bfloat16"}
+"""Qwen/Qwen3-Next-80B-A3B-Instruct's attention and gated DeltaNet keys as published (no layer_types)."""
+
+
+def test_qwen3_next_gated_deltanet_layers_are_state_layers():
+    """transformers fills in full attention every full_attention_interval-th layer; vLLM's
+    gated_delta_net_state_shape gives the conv and recurrent states; 36 + 12 layers make three state
+    groups of 12 and one full group. With prefix caching on, vLLM 0.32 keeps 2 blocks a request in each."""
+    spans = layer_windows(QWEN3_NEXT)
+    assert spans == (State(), State(), State(), None) * 12
+    assert kv_bytes_per_token(QWEN3_NEXT) is None and unmodelled_attention(QWEN3_NEXT) is None
+    assert mamba_state(QWEN3_NEXT) == (3 * (2 * 16 * 128 + 32 * 128) * 2, 32 * 128 * 128)
+    layout = candidate_layouts(spans, (2,))[0]
+    assert layout.layers_per_group == 12 and layout.windows.count(State(2)) == 3
+    # the tiny Qwen3-Next of the real tests: 38 blocks of 640 tokens hold 19840 (prefix caching on), 21760 off
+    tiny = candidate_layouts((State(),) * 3 + (None,), (2, 1))
+    assert [layout.longest_held(38, 640, 4096) for layout in tiny] == [19840, 21760]
+
+
+def test_hybrids_it_cannot_cost_are_never_plain_attention():
+    """A config that says some layers are not attention (Nemotron-H's pattern, Zamba2's block types) gets no
+    KV cost from config.json, and the least-KV question names it (issue 30)."""
+    nemotron = {"model_type": "nemotron_h", "num_hidden_layers": 4, "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 32, "hybrid_override_pattern": "M-M*"}
+    assert kv_bytes_per_token(nemotron) is None
+    assert unmodelled_attention(nemotron) == "hybrid layers (hybrid_override_pattern) of model type nemotron_h"
+    assert kv_bytes_per_token({**QWEN3_NEXT, "model_type": "qwen3_5"}) is None

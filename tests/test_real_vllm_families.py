@@ -6,7 +6,8 @@ layer_types), Phi-3-mini-128k (LongRoPE, original 4096, window 262144), GPT-OSS 
 every other layer), Mistral (a window on every layer), Mixtral (experts), Qwen3 and Qwen2 (its window
 off, transformers 5's layer_types), Llama 4 text (chunked local attention on three layers of four),
 DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the CPU, 36 KiB a block) and
-Granite 4.0-H (three mamba2 layers, one attention layer).
+Granite 4.0-H (three mamba2 layers, one attention layer) and Qwen3-Next (three gated DeltaNet layers,
+one attention layer).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -91,6 +92,7 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
     ("llama4", 8000, 32, 172),      # 3 chunked groups of cdiv(512 + 4096, 128) + 63 full + the null block
     ("deepseek_v2", 1000, 36, 64),  # MLA: cdiv(1000, 16) + the null block, 36 KiB a block
     ("granite4h", 20000, 32, 161),  # three mamba groups of one block + cdiv(20000, 128) + the null block
+    ("qwen3_next", 15000, 160, 31),  # prefix caching on: 3 DeltaNet groups of 2 blocks + cdiv(15000, 640) + 1
 ])
 def test_the_least_kv_for_a_target_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family,
                                                           target, page_kib, pages):
@@ -159,23 +161,27 @@ def _has_avx512_bf16() -> bool:
         return False
 
 
-@pytest.mark.parametrize("family, via, expected", [
-    ("granite4h", "llm", 24064),        # 192 pages of 32 KiB: 3 mamba groups of one block, 188 attention blocks
-    ("granite4h", "serve", 24064),
-    ("granite4h_wide", "llm", 21760),   # a 131 KiB state: 640-token blocks, 38 of them: 3 + 34
+@pytest.mark.parametrize("family, via, caching, expected", [
+    ("granite4h", "llm", False, 24064),       # 192 pages of 32 KiB: 3 mamba groups of one block, 188 attention
+    ("granite4h", "serve", False, 24064),
+    ("granite4h_wide", "llm", False, 21760),  # a 131 KiB state: 640-token blocks, 38 of them: 3 + 34
+    ("qwen3_next", "llm", False, 21760),      # a 131 KiB DeltaNet state: 640-token blocks, 3 + 34
+    ("qwen3_next", "llm", True, 19840),       # prefix caching on: 2 blocks a DeltaNet group, 6 + 31
+    ("qwen3_next", "serve", True, 19840),
 ])
-def test_granite4h_mamba_layers_hold_one_block_each(vllm_python, families, real_env, tmp_path, family, via,
-                                                    expected):
-    """Prefix caching off: each mamba group holds one block whatever the length; vLLM raises the attention
-    block until its page holds a mamba state (640 tokens for the wide one, its SSM state in float32 on a CPU
-    with AVX-512 BF16). Checked outside the tool: L served, L + 1 refused (issue 30: 2 launches before)."""
+def test_state_layers_hold_their_blocks_whatever_the_length(vllm_python, families, real_env, tmp_path, family, via,
+                                                           caching, expected):
+    """Each mamba or DeltaNet group holds a fixed count of blocks (one; two for DeltaNet with prefix caching
+    on); vLLM raises the attention block until its page holds a state (640 tokens for the 131 KiB ones, the
+    recurrent state in float32 on a CPU with AVX-512 BF16). Checked outside the tool: L served, L + 1
+    refused (issue 30: 2 launches before)."""
     env = dict(real_env)
     if via == "serve":
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
     report = search(vllm_python, families / family, env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
-                    *NO_PREFIX_CACHING, via=via)
+                    *(() if caching else NO_PREFIX_CACHING), via=via)
     assert report["fit"]["max_model_len"] == expected, trials(report)
-    # the wide state's size on the CPU depends on AVX-512 BF16 (float32 SSM state); elsewhere one launch more
+    # a large state's size on the CPU depends on AVX-512 BF16 (float32 state); elsewhere one launch more
     assert report["launches"] == (1 if family == "granite4h" or _has_avx512_bf16() else 2), trials(report)
 
 

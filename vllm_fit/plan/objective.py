@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 from ..errors import BadInput
 from ..logs.kv_groups import KvLayout, candidate_layouts
 from ..prepare import Prepared
+from ..prepare.attention import ALIGNED_STATE_BLOCKS
 from ..prepare.modelinfo import kv_element_bytes
 from ..prepare.request import ObjectiveKind, Strategy, Via
 from ..strategies.base import LengthSpace
@@ -45,12 +46,12 @@ def kv_layouts(prepared: Prepared) -> Tuple[KvLayout, ...]:
 
 
 def _state_blocks(prepared: Prepared) -> Tuple[int, ...]:
-    """The pool blocks a request's mamba state may hold, the likely count first: one, or three where prefix
-    caching is on in vLLM 0.32+ (its "align" mode: two states and a prefill checkpoint, measured)."""
-    caching = prepared.request.engine_args.get("enable_prefix_caching")
-    if caching is not False and prepared.regime.since(0, 32, 0):
-        return (3, 1, 2)
-    return (1, 3, 2)
+    """The pool blocks a request's state may hold in a state layer, the likely count first: one, or what
+    vLLM 0.32+ keeps with prefix caching on (its "align" mode: 3 for mamba2, 2 for gated DeltaNet)."""
+    aligned = ALIGNED_STATE_BLOCKS.get(prepared.model.model_type or "", 3)
+    if prepared.request.engine_args.get("enable_prefix_caching") is not False and prepared.regime.since(0, 32, 0):
+        return tuple(dict.fromkeys((aligned, 1, 2, 3)))
+    return tuple(dict.fromkeys((1, aligned, 2, 3)))
 
 
 def _in_flight_guess(prepared: Prepared) -> Optional[int]:

@@ -33,8 +33,9 @@ def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     included: its pages are full attention's, only fewer of them are needed; MLA's latent on every layer);
     None for layouts it cannot know (per-layer attention types, latents beside other caches)."""
     config = text_config(config)
-    if not _all_full(config.get("layer_types")) or config.get("attention_chunk_size"):
-        return None  # per-layer types, or chunked local layers (Llama 4), or a chunk this tool cannot place
+    if not _all_full(config.get("layer_types")) or config.get("attention_chunk_size") \
+            or any(config.get(key) is not None for key in HYBRID_MARKERS):
+        return None  # per-layer types, chunked local layers (Llama 4), layers that are not attention
     per_layer = layer_kv_bytes_per_token(config)
     layers = config.get("num_hidden_layers")
     if per_layer is None or not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
@@ -104,7 +105,16 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     if config.get("attention_chunk_size") and layer_windows(config) is None:
         return "chunked local attention (attention_chunk_size %s) of model type %s" % (
             config.get("attention_chunk_size"), config.get("model_type") or "unknown")
+    markers = [key for key in HYBRID_MARKERS if config.get(key) is not None]
+    if markers and mamba_state(config) is None:
+        return "hybrid layers (%s) of model type %s" % (", ".join(markers[:2]), config.get("model_type") or "unknown")
     return None
+
+
+HYBRID_MARKERS = ("full_attention_interval", "hybrid_override_pattern", "layers_block_type", "attn_type_list",
+                  "linear_attn_config", "mamba_d_state", "ssm_cfg", "attn_layer_indices", "linear_num_value_heads")
+"""Keys by which hybrid configs (Qwen3-Next, Nemotron-H, Zamba2, MiniMax, Kimi Linear, Granite, Jamba,
+Falcon-H1 ...) say that some layers are not attention: never costed as plain attention."""
 
 
 def _positive_int(value: Any) -> bool:
@@ -135,6 +145,11 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
         return tuple(spans[kind] for kind in types)
     if chunk is not None:
         return _chunked_layers(config, layers, chunk)
+    if str(config.get("model_type", "")) == "qwen3_next":  # transformers: full attention every n-th layer
+        interval = config.get("full_attention_interval", 4)
+        if not _positive_int(interval):
+            return None
+        return tuple(None if (i + 1) % interval == 0 else State() for i in range(layers))
     if window is None or config.get("use_sliding_window") is False:
         return (None,) * layers
     if config.get("use_sliding_window") is True and isinstance(config.get("max_window_layers"), int):
@@ -148,22 +163,34 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     return (window,) * layers
 
 
-STATE_MODEL_TYPES = frozenset({"granitemoehybrid"})
-"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py)."""
+ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "qwen3_next": 2}
+"""Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
+mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
+STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
+"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py)
+and Qwen3-Next's gated DeltaNet layers (qwen3_next.py)."""
 
 
 def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
-    """One mamba2 layer's state on one device (vLLM's mamba2_state_shape): the conv state's bytes in the
-    model's dtype, (d_conv - 1) x (expand x hidden + 2 x groups x d_state), and the SSM state's elements,
-    heads x head_dim x d_state, whose dtype the engine chooses; None where config.json lacks a number or
-    the model is not one this tool costs."""
+    """One state layer's state on one device: the conv state's bytes in the model's dtype and the
+    recurrent (SSM) state's elements, whose dtype the engine chooses. Mamba2 (mamba2_state_shape):
+    (d_conv - 1) x (expand x hidden + 2 x groups x d_state) and heads x head_dim x d_state; gated
+    DeltaNet (gated_delta_net_state_shape): (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and
+    v_heads x v_dim x k_dim. None where config.json lacks a number or the model is not one this tool
+    costs."""
     config = text_config(config)
-    keys = ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv", "mamba_expand",
-            "hidden_size")
+    kind = str(config.get("model_type", ""))
+    keys = {"granitemoehybrid": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
+                                 "mamba_expand", "hidden_size"),
+            "qwen3_next": ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                           "linear_value_head_dim", "linear_conv_kernel_dim")}.get(kind, ())
     values: List[int] = [int(config[key]) for key in keys if _positive_int(config.get(key))]
     dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
-    if str(config.get("model_type", "")) not in STATE_MODEL_TYPES or dtype is None or len(values) != len(keys):
+    if not keys or dtype is None or len(values) != len(keys):
         return None
+    if kind == "qwen3_next":
+        k_heads, v_heads, k_dim, v_dim, kernel = values
+        return (kernel - 1) * (2 * k_heads * k_dim + v_heads * v_dim) * dtype, v_heads * v_dim * k_dim
     heads, head_dim, d_state, groups, d_conv, expand, hidden = values
     return (d_conv - 1) * (expand * hidden + 2 * groups * d_state) * dtype, heads * head_dim * d_state
 

@@ -66,6 +66,8 @@ class ModelInfo:
     """The attention kind whose KV cache config.json does not let this tool cost (MLA, mamba ...), in words."""
     latent_attention: bool = False
     """Every layer caches MLA's one latent (DeepSeek V2/V3): the same on every tensor-parallel rank."""
+    model_type: Optional[str] = None
+    """config.json's model_type (of the language model)."""
     mamba_state: Optional[Tuple[int, int]] = None
     """One mamba layer's state (Granite 4.0-H): its conv state's bytes and its SSM state's elements, whose
     size vLLM raises the attention block to hold."""
@@ -224,6 +226,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         unmodelled_attention=unmodelled_attention(config),
         latent_attention=latent_attention(config),
         mamba_state=mamba_state(config),
+        model_type=str(text["model_type"]) if isinstance(text.get("model_type"), str) else None,
     )
 
 
