@@ -45,19 +45,21 @@ CASES: List[Tuple[str, str, str, Tuple[str, ...]]] = [
 ]
 
 
-def run_case(root: Path, family: str, via: str, args: Tuple[str, ...], work: Path) -> List[str]:
+def run_case(root: Path, family: str, via: str, args: Tuple[str, ...], work: Path, index: int) -> List[str]:
     """One search through the CLI of the checkout at `root`: [launches, answer, stop, wall s]."""
-    report = work / ("%s-%s.json" % (family, via))
+    report = work / ("case-%d.json" % index)
     env = dict(os.environ, PYTHONPATH=str(root), VLLM_FIT_CACHE_DIR=str(work / "cache"), VLLM_TARGET_DEVICE="cpu")
     if via == "llm":
         env["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "vllm_fit", "search", "--model", str(FAMILIES / family), "--engine-arg",
-                    "enforce_eager=true", "--via", via, "--no-cache", "--granularity", "1", "--report", str(report),
-                    *args], env=env, capture_output=True, text=True, timeout=1800, cwd=str(work))
+    granularity = () if "--target-len" in args else ("--granularity", "1")  # a least-KV search takes none
+    done = subprocess.run([sys.executable, "-m", "vllm_fit", "search", "--model", str(FAMILIES / family),
+                           "--engine-arg", "enforce_eager=true", "--via", via, "--no-cache", "--report", str(report),
+                           *granularity, *args], env=env, capture_output=True, text=True, timeout=1800, cwd=str(work))
     wall = time.monotonic() - started
     if not report.exists():
-        return ["-", "no report", "-", "%.0f" % wall]
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return ["0", "refused (exit %d): %s" % (done.returncode, last[:160].replace("|", "/")), "-", "%.0f" % wall]
     data = json.loads(report.read_text())
     fit = data.get("fit") or {}
     answer = fit.get("kv_cache_memory_bytes") if "--target-len" in args else fit.get("max_model_len")
@@ -72,14 +74,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="the vllm-fit checkout to measure")
     parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--only", help="only the questions whose title contains this")
     args = parser.parse_args()
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_family_models.py"), str(FAMILIES),
                     str(ROOT / ".cache" / "tiny-llama")], check=True, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL)
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        for title, family, via, extra in CASES:
-            row = [title, via, *run_case(args.root.resolve(), family, via, extra, Path(work))]
+        for index, (title, family, via, extra) in enumerate(CASES):
+            if args.only and args.only not in title:
+                continue
+            row = [title, via, *run_case(args.root.resolve(), family, via, extra, Path(work), index)]
             print("  ".join(row), file=sys.stderr, flush=True)
             rows.append(row)
     lines = ["| question | via | launches | answer | stop | wall s |", "|---|---|---|---|---|---|"]

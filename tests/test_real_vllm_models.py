@@ -135,5 +135,6 @@ def test_a_python_module_vllm_lacks_for_the_model_is_an_environment_problem(vllm
     done, report = search(vllm_python, model, real_env, tmp_path, "--kv-cache-memory", 40 * BLOCK_BYTES,
                           "--max-len", 512)
     assert done.returncode == 3, done.stderr
-    assert "'torchvision' is not installed where vLLM runs" in done.stderr.strip().splitlines()[-1]
+    last = done.stderr.strip().splitlines()[-1]
+    assert "'torchvision' is not installed where vLLM runs" in last and "environment (/" in last  # its path
     assert [trial["outcome"] for trial in report["trials"]] == ["environment"]

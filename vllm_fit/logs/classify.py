@@ -109,7 +109,7 @@ WRAPPER_REACH = 40
 """How many lines after vLLM's out-of-memory wrapper torch's own message (with the sizes) may come."""
 
 
-def _describe(outcome: Outcome, facts: CapacityFacts, line: str) -> str:
+def _describe(outcome: Outcome, facts: CapacityFacts, line: str, interpreter: Optional[str] = None) -> str:
     """A one-line human summary of the deciding fact."""
     if outcome is Outcome.KV_TOO_SMALL:
         if facts.estimated_max_len is not None:
@@ -122,7 +122,7 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str) -> str:
     missing = patterns.MISSING_MODULE.search(line) if outcome is Outcome.ENVIRONMENT else None
     if missing is not None:
         return ("the Python module %r is not installed where vLLM runs (ModuleNotFoundError); install it into that"
-                " environment (the --python interpreter) and search again" % missing.group(1))
+                " environment (%s) and search again" % (missing.group(1), interpreter or "the --python interpreter"))
     if outcome is Outcome.OOM and facts.oom_stage is not None:
         return "out of memory (%s): %s" % (facts.oom_stage.value.replace("_", " "), line[:200])
     return line[:240]
@@ -130,7 +130,7 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str) -> str:
 
 def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine], before: List[LogLine],
             facts: CapacityFacts, capacity_evidence: List[str], phase: Optional[str],
-            in_request: bool) -> Optional[Classification]:
+            in_request: bool, interpreter: Optional[str] = None) -> Optional[Classification]:
     """The first root cause found in `searched`, classified with its numbers and line."""
     for pattern, outcome in patterns:
         hits = logparse.find_all(pattern, searched)
@@ -141,7 +141,7 @@ def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine
         if outcome is Outcome.OOM:
             line, facts.oom_alloc_bytes, facts.oom_free_bytes, late = _worst_oom(hits, searched)
             facts.oom_stage = OomStage.KV_ALLOCATION if late and not in_request else oom_stage(before, in_request)
-        detail = _describe(outcome, facts, line.msg)
+        detail = _describe(outcome, facts, line.msg, interpreter)
         return Classification(outcome, detail, facts, [*capacity_evidence, line.raw], phase)
     return None
 
@@ -153,8 +153,10 @@ def classify(
     timed_out: bool = False,
     exit_code: Optional[int] = None,
     last_phase: Optional[str] = None,
+    interpreter: Optional[str] = None,
 ) -> Classification:
-    """Decide the outcome of one trial from its merged output and the probe's result (if any)."""
+    """Decide the outcome of one trial from its merged output and the probe's result (if any);
+    `interpreter` (the --python that ran it) is named where something is missing from it."""
     lines = logparse.log_lines(log_text)
     facts, capacity_evidence = logparse.read_capacity(lines)
     _merge_engine_facts(facts, result)
@@ -180,7 +182,8 @@ def classify(
 
     if status is ProbeStatus.REQUEST_FAILED:
         searched = in_request + _exception_lines(result)
-        verdict = _decide(_REQUEST_CAUSES, searched, before_request, facts, capacity_evidence, phase, True)
+        verdict = _decide(_REQUEST_CAUSES, searched, before_request, facts, capacity_evidence, phase, True,
+                          interpreter)
         if verdict is not None:
             return verdict
         problem = result.request_problem if result is not None else None
@@ -193,7 +196,7 @@ def classify(
             result))), phase, transient)
 
     searched = lines + _exception_lines(result)
-    verdict = _decide(_ROOT_CAUSES, searched, lines, facts, capacity_evidence, phase, False)
+    verdict = _decide(_ROOT_CAUSES, searched, lines, facts, capacity_evidence, phase, False, interpreter)
     if verdict is not None:
         return verdict
     tail = _tail(searched)

@@ -22,7 +22,7 @@ def trial_plan(prepared: Prepared, work_dir: Any) -> TrialPlan:
                            plain_attention=prepared.model.plain_attention(prepared.regime.v1),
                            kv_bytes_fixed=request.kv_cache_memory is not None, cpu=prepared.regime.cpu,
                            sliding_window=prepared.model.sliding_window, sequences=request.concurrency,
-                           layouts=kv_layouts(prepared))
+                           layouts=kv_layouts(prepared), interpreter=prepared.interpreter.python)
     base = {"model": request.model, "tensor_parallel_size": request.tensor_parallel_size, **request.engine_args}
     if request.concurrency > 1:
         base.setdefault("max_num_seqs", request.concurrency)  # what the delivered YAML promises

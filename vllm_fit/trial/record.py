@@ -39,6 +39,8 @@ class TrialContext:
     layouts: Tuple[KvLayout, ...] = ()
     """The KV cache groups vLLM may give a model that is not plain attention (checked against each
     trial's own figures before a length is read off them)."""
+    interpreter: Optional[str] = None
+    """The Python that runs the trials (named where a module is missing from it)."""
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
                     timeout_s: Optional[float] = None) -> TrialRecord:
     """Classify a finished probe run and keep it as a record (the run's texts are already scrubbed)."""
     verdict = classify(run.log_text, run.result, timed_out=run.timed_out, exit_code=run.exit_code,
-                       last_phase=run.probe_phase)
+                       last_phase=run.probe_phase, interpreter=context.interpreter)
     result = run.result
     versions = dict(result.versions) if result is not None else {}
     if verdict.facts.engine is None and verdict.facts.engine_version is not None:
