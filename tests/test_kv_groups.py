@@ -309,3 +309,12 @@ def test_hybrids_it_cannot_cost_are_never_plain_attention():
     assert kv_bytes_per_token(nemotron) is None
     assert unmodelled_attention(nemotron) == "hybrid layers (hybrid_override_pattern) of model type nemotron_h"
     assert kv_bytes_per_token({**QWEN3_NEXT, "model_type": "qwen3_5"}) is None
+
+
+def test_qwen3_5_text_has_the_same_deltanet_layers():
+    """Qwen3.5's text config (vLLM's qwen3_5.py: the same gated_delta_net_state_shape). Not run on real vLLM
+    here: vLLM 0.32 imports torchvision for it, which the CPU environment lacks (the trial says so, exit 3)."""
+    text = {**QWEN3_NEXT, "model_type": "qwen3_5_text", "full_attention_interval": None,
+            "layer_types": ["linear_attention"] * 3 + ["full_attention"], "num_hidden_layers": 4}
+    assert layer_windows({"model_type": "qwen3_5", "text_config": text}) == (State(),) * 3 + (None,)
+    assert mamba_state(text) == mamba_state(QWEN3_NEXT)

@@ -145,7 +145,7 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
         return tuple(spans[kind] for kind in types)
     if chunk is not None:
         return _chunked_layers(config, layers, chunk)
-    if str(config.get("model_type", "")) == "qwen3_next":  # transformers: full attention every n-th layer
+    if str(config.get("model_type", "")) in DELTANET_MODEL_TYPES:  # transformers: full attention every n-th layer
         interval = config.get("full_attention_interval", 4)
         if not _positive_int(interval):
             return None
@@ -163,12 +163,14 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     return (window,) * layers
 
 
-ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "qwen3_next": 2}
+DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+"""Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
+ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, **{kind: 2 for kind in DELTANET_MODEL_TYPES}}
 """Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
 mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
 STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
 """Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py)
-and Qwen3-Next's gated DeltaNet layers (qwen3_next.py)."""
+and the gated DeltaNet layers of Qwen3-Next and Qwen3.5 (qwen3_next.py, qwen3_5.py)."""
 
 
 def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
@@ -180,15 +182,16 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     costs."""
     config = text_config(config)
     kind = str(config.get("model_type", ""))
-    keys = {"granitemoehybrid": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
-                                 "mamba_expand", "hidden_size"),
-            "qwen3_next": ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                           "linear_value_head_dim", "linear_conv_kernel_dim")}.get(kind, ())
+    deltanet = kind in DELTANET_MODEL_TYPES
+    keys = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+            "linear_conv_kernel_dim") if deltanet else ("mamba_n_heads", "mamba_d_head", "mamba_d_state",
+                                                        "mamba_n_groups", "mamba_d_conv", "mamba_expand",
+                                                        "hidden_size") if kind == "granitemoehybrid" else ()
     values: List[int] = [int(config[key]) for key in keys if _positive_int(config.get(key))]
     dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
     if not keys or dtype is None or len(values) != len(keys):
         return None
-    if kind == "qwen3_next":
+    if deltanet:
         k_heads, v_heads, k_dim, v_dim, kernel = values
         return (kernel - 1) * (2 * k_heads * k_dim + v_heads * v_dim) * dtype, v_heads * v_dim * k_dim
     heads, head_dim, d_state, groups, d_conv, expand, hidden = values
