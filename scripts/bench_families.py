@@ -36,6 +36,8 @@ CASES: List[Tuple[str, str, str, Tuple[str, ...]]] = [
      ("--target-len", "20000", "--search", "kv-cache-memory", "--kv-granularity", "32KiB", *OFF)),
     ("Granite 4.0-H, 131 KiB state (640-token blocks)", "granite4h_wide", "llm", ("--kv-cache-memory", "6MiB", *OFF)),
     ("Granite 4.0-H, prefix caching on (crashes)", "granite4h", "serve", ("--kv-cache-memory", "6MiB")),
+    ("Nemotron-H (M-M*), 6 MiB, no prefix caching", "nemotron_h", "llm", ("--kv-cache-memory", "6MiB", *OFF)),
+    ("Nemotron-H (M-M*), 6 MiB, no prefix caching", "nemotron_h", "serve", ("--kv-cache-memory", "6MiB", *OFF)),
     ("Qwen3-Next (gated DeltaNet), 6 MiB", "qwen3_next", "llm", ("--kv-cache-memory", "6MiB")),
     ("Qwen3-Next (gated DeltaNet), 6 MiB", "qwen3_next", "serve", ("--kv-cache-memory", "6MiB")),
     ("Qwen3-Next, least KV for 15000", "qwen3_next", "llm", ("--target-len", "15000", "--search", "kv-cache-memory",

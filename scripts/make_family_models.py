@@ -83,6 +83,10 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                      linear_num_key_heads=1, linear_num_value_heads=2, linear_conv_kernel_dim=4,
                                      num_experts=2, num_experts_per_tok=1, moe_intermediate_size=64,
                                      shared_expert_intermediate_size=64, max_position_embeddings=32768)),
+    # Nemotron-H: mamba2, MLP and attention layers named by one pattern, the SSM state in float32
+    "nemotron_h": ("NemotronH", dict(mamba_num_heads=8, mamba_head_dim=32, ssm_state_size=16, n_groups=1,
+                                     conv_kernel=4, max_position_embeddings=32768,
+                                     layers_block_type=["mamba", "mlp", "mamba", "attention"])),
 }
 
 
@@ -94,6 +98,7 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "granite4h": {"layer_types": ["mamba", "mamba", "attention", "mamba"]},  # ibm-granite/granite-4.0-h-*
     "granite4h_wide": {"layer_types": ["mamba", "mamba", "attention", "mamba"]},
     "qwen3_next": {"layer_types": None, "full_attention_interval": 4},  # Qwen/Qwen3-Next-80B-A3B-*
+    "nemotron_h": {"layers_block_type": None, "hybrid_override_pattern": "M-M*", "num_hidden_layers": 4},
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }

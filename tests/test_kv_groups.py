@@ -17,7 +17,7 @@ from vllm_fit.logs.kv_groups import (
 )
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
-from vllm_fit.prepare.attention import mamba_state, unmodelled_attention
+from vllm_fit.prepare.attention import mamba_state, ssm_dtype_bytes, unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
 from vllm_fit.prepare.modelinfo import (
     ModelInfo,
@@ -318,3 +318,26 @@ def test_qwen3_5_text_has_the_same_deltanet_layers():
             "layer_types": ["linear_attention"] * 3 + ["full_attention"], "num_hidden_layers": 4}
     assert layer_windows({"model_type": "qwen3_5", "text_config": text}) == (State(),) * 3 + (None,)
     assert mamba_state(text) == mamba_state(QWEN3_NEXT)
+
+
+NEMOTRON_NANO_PATTERN = "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"
+"""nvidia/NVIDIA-Nemotron-Nano-9B-v2's hybrid_override_pattern: 56 layers, 4 of attention (M mamba2, * attention,
+- MLP)."""
+
+
+def test_nemotron_h_keeps_state_and_attention_layers_only():
+    """vLLM's nemotron_h.py: MLP and expert layers keep no cache; its mamba2 inner size is heads x head_dim
+    and its SSM state float32 unless the config names another dtype."""
+    config = {"model_type": "nemotron_h", "num_hidden_layers": len(NEMOTRON_NANO_PATTERN),
+              "hybrid_override_pattern": NEMOTRON_NANO_PATTERN, "mamba_num_heads": 128, "mamba_head_dim": 80,
+              "ssm_state_size": 128, "n_groups": 8, "conv_kernel": 4, "num_attention_heads": 40,
+              "num_key_value_heads": 8, "head_dim": 128, "torch_dtype": "bfloat16"}
+    spans = layer_windows(config)
+    assert spans is not None and spans.count(None) == 4 and spans.count(State()) == NEMOTRON_NANO_PATTERN.count("M")
+    assert mamba_state(config) == (3 * (128 * 80 + 2 * 8 * 128) * 2, 128 * 80 * 128)
+    assert ssm_dtype_bytes(config) == 4 and ssm_dtype_bytes({**config, "mamba_ssm_cache_dtype": "bfloat16"}) == 2
+    assert kv_bytes_per_token(config) is None and unmodelled_attention(config) is None
+    transformers_5 = {**config, "hybrid_override_pattern": None,
+                      "layers_block_type": ["mamba" if c == "M" else "attention" if c == "*" else "mlp"
+                                            for c in NEMOTRON_NANO_PATTERN]}
+    assert layer_windows(transformers_5) == spans

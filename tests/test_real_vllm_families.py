@@ -6,8 +6,8 @@ layer_types), Phi-3-mini-128k (LongRoPE, original 4096, window 262144), GPT-OSS 
 every other layer), Mistral (a window on every layer), Mixtral (experts), Qwen3 and Qwen2 (its window
 off, transformers 5's layer_types), Llama 4 text (chunked local attention on three layers of four),
 DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the CPU, 36 KiB a block) and
-Granite 4.0-H (three mamba2 layers, one attention layer) and Qwen3-Next (three gated DeltaNet layers,
-one attention layer).
+Granite 4.0-H (three mamba2 layers, one attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP,
+mamba2, attention) and Qwen3-Next (three gated DeltaNet layers, one attention layer).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -165,6 +165,8 @@ def _has_avx512_bf16() -> bool:
     ("granite4h", "llm", False, 24064),       # 192 pages of 32 KiB: 3 mamba groups of one block, 188 attention
     ("granite4h", "serve", False, 24064),
     ("granite4h_wide", "llm", False, 21760),  # a 131 KiB state: 640-token blocks, 38 of them: 3 + 34
+    ("nemotron_h", "llm", False, 24192),      # M-M*: two mamba groups of one block (MLP layers keep nothing)
+    ("nemotron_h", "serve", False, 24192),
     ("qwen3_next", "llm", False, 21760),      # a 131 KiB DeltaNet state: 640-token blocks, 3 + 34
     ("qwen3_next", "llm", True, 19840),       # prefix caching on: 2 blocks a DeltaNet group, 6 + 31
     ("qwen3_next", "serve", True, 19840),

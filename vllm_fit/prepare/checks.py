@@ -174,11 +174,14 @@ def guess_block_size(request: SearchRequest, regime: Regime, model: ModelInfo) -
 
 
 def _ssm_element_bytes(request: SearchRequest, regime: Regime, model: ModelInfo) -> int:
-    """The SSM state's element size: --engine-arg mamba_ssm_cache_dtype, else float32 on a CPU with
-    AVX-512 BF16 (vLLM 0.32's CPU platform resets it for its accelerated kernels), else the model's."""
+    """The SSM state's element size: --engine-arg mamba_ssm_cache_dtype, else the model's own (Nemotron-H),
+    else float32 on a CPU with AVX-512 BF16 (vLLM 0.32's CPU platform resets it for its accelerated
+    kernels), else the model's dtype."""
     given = str(request.engine_args.get("mamba_ssm_cache_dtype") or "auto")
     if given != "auto":
         return {"float32": 4}.get(given, 2)
+    if model.ssm_dtype_bytes:
+        return model.ssm_dtype_bytes
     if regime.cpu and _cpu_flag("avx512_bf16"):
         return 4
     return model.dtype_bytes or 2

@@ -23,6 +23,7 @@ from .attention import (
     layer_windows,
     mamba_state,
     sliding_window,
+    ssm_dtype_bytes,
     text_config,
     unmodelled_attention,
 )
@@ -69,8 +70,10 @@ class ModelInfo:
     model_type: Optional[str] = None
     """config.json's model_type (of the language model)."""
     mamba_state: Optional[Tuple[int, int]] = None
-    """One mamba layer's state (Granite 4.0-H): its conv state's bytes and its SSM state's elements, whose
-    size vLLM raises the attention block to hold."""
+    """One state layer's state (Granite 4.0-H, Nemotron-H, Qwen3-Next): its conv state's bytes and its SSM
+    state's elements, whose size vLLM raises the attention block to hold."""
+    ssm_dtype_bytes: Optional[int] = None
+    """The SSM state's element size where the model fixes it (Nemotron-H: float32); None: the engine's."""
 
     def for_version(self, version: Optional[Tuple[int, ...]], env: Optional[Mapping[str, str]] = None) -> ModelInfo:
         """These facts as the installed vLLM derives them (an unknown version counts as current)."""
@@ -226,6 +229,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         unmodelled_attention=unmodelled_attention(config),
         latent_attention=latent_attention(config),
         mamba_state=mamba_state(config),
+        ssm_dtype_bytes=ssm_dtype_bytes(config),
         model_type=str(text["model_type"]) if isinstance(text.get("model_type"), str) else None,
     )
 
