@@ -17,8 +17,9 @@ from vllm_fit.logs.kv_groups import (
 )
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
-from vllm_fit.prepare.attention import mamba_state, ssm_dtype_bytes, unmodelled_attention
+from vllm_fit.prepare.attention import unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
+from vllm_fit.prepare.hybrid_layers import mamba_state, ssm_dtype_bytes
 from vllm_fit.prepare.modelinfo import (
     ModelInfo,
     kv_bytes_per_token,

@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 from ..errors import BadInput
 from ..logs.kv_groups import KvLayout, candidate_layouts
 from ..prepare import Prepared
-from ..prepare.attention import ALIGNED_STATE_BLOCKS
+from ..prepare.hybrid_layers import ALIGNED_STATE_BLOCKS
 from ..prepare.modelinfo import kv_element_bytes
 from ..prepare.request import ObjectiveKind, Strategy, Via
 from ..strategies.base import LengthSpace

@@ -6,17 +6,11 @@ language model's numbers in multimodal configs.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 from ..logs.kv_groups import Chunk, Span, State
-
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "half": 2, "float32": 4, "float": 4}
-
-
-def text_config(config: Dict[str, Any]) -> Dict[str, Any]:
-    """Multimodal configs keep the language model's numbers under text_config."""
-    text = config.get("text_config")
-    return text if isinstance(text, dict) else config
+from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_config
+from .hybrid_layers import DELTANET_MODEL_TYPES, STATE_MODEL_TYPES, chunked_layers, mamba_state, nemotron_layers
 
 
 def sliding_window(config: Dict[str, Any]) -> Optional[int]:
@@ -57,8 +51,8 @@ def latent_attention(config: Dict[str, Any]) -> bool:
     """Whether every layer caches MLA's latent (kv_lora_rank + qk_rope_head_dim wide, keys and values
     in one): the DeepSeek V2/V3 layout, without a sparse indexer or linear layers beside it."""
     config = text_config(config)
-    return (str(config.get("model_type", "")) in LATENT_MODEL_TYPES and _positive_int(config.get("kv_lora_rank"))
-            and _positive_int(config.get("qk_rope_head_dim")) and config.get("is_causal", True) is not False
+    return (str(config.get("model_type", "")) in LATENT_MODEL_TYPES and positive_int(config.get("kv_lora_rank"))
+            and positive_int(config.get("qk_rope_head_dim")) and config.get("is_causal", True) is not False
             and not any(config.get(key) for key in _SPARSE_KEYS) and _all_full(config.get("layer_types")))
 
 
@@ -71,7 +65,7 @@ def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     layouts it cannot cost or missing numbers."""
     config = text_config(config)
     if config.get("kv_lora_rank"):
-        dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
+        dtype = model_dtype_bytes(config)
         if not latent_attention(config) or dtype is None:
             return None
         return (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * dtype
@@ -79,10 +73,10 @@ def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     kv_heads = config.get("num_key_value_heads", heads)
     head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if isinstance(heads, int)
                                           and not isinstance(heads, bool) and heads > 0 else None)
-    dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
+    dtype = model_dtype_bytes(config)
     if not isinstance(kv_heads, int) or not isinstance(head_dim, int) or dtype is None:
         return None
-    if not _positive_int(kv_heads) or not _positive_int(head_dim):
+    if not positive_int(kv_heads) or not positive_int(head_dim):
         return None
     return 2 * kv_heads * head_dim * dtype
 
@@ -117,10 +111,6 @@ HYBRID_MARKERS = ("full_attention_interval", "hybrid_override_pattern", "layers_
 Falcon-H1 ...) say that some layers are not attention: never costed as plain attention."""
 
 
-def _positive_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
 def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     """Each layer's span as transformers and vLLM read config.json: `layer_types`, else Llama 4's
     chunked layers (every layer but the NoPE ones), else Qwen2's `use_sliding_window` from
@@ -133,7 +123,7 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
         return None
     window = config.get("sliding_window")
     window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
-    chunk = Chunk(config["attention_chunk_size"]) if _positive_int(config.get("attention_chunk_size")) else None
+    chunk = Chunk(config["attention_chunk_size"]) if positive_int(config.get("attention_chunk_size")) else None
     spans: Dict[str, Span] = {"full_attention": None, "sliding_attention": window, "chunked_attention": chunk}
     if str(config.get("model_type", "")) in STATE_MODEL_TYPES:  # Granite 4.0-H names them as its hub config does
         spans.update({"mamba": State(), "linear_attention": State(), "attention": None})
@@ -144,12 +134,12 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
             return None
         return tuple(spans[kind] for kind in types)
     if chunk is not None:
-        return _chunked_layers(config, layers, chunk)
+        return chunked_layers(config, layers, chunk)
     if str(config.get("model_type", "")) == "nemotron_h":
-        return _nemotron_layers(config, layers)
+        return nemotron_layers(config, layers)
     if str(config.get("model_type", "")) in DELTANET_MODEL_TYPES:  # transformers: full attention every n-th layer
         interval = config.get("full_attention_interval", 4)
-        if not _positive_int(interval):
+        if not positive_int(interval):
             return None
         return tuple(None if (i + 1) % interval == 0 else State() for i in range(layers))
     if window is None or config.get("use_sliding_window") is False:
@@ -163,94 +153,6 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     if str(config.get("model_type", "")) == "gemma2":
         return tuple(window if i % 2 == 0 else None for i in range(layers))
     return (window,) * layers
-
-
-DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
-"""Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
-ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, **{kind: 2 for kind in DELTANET_MODEL_TYPES}}
-"""Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
-mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
-STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
-"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py)
-Nemotron-H's (nemotron_h.py) and the gated DeltaNet layers of Qwen3-Next and Qwen3.5 (qwen3_next.py,
-qwen3_5.py)."""
-
-
-def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
-    """One state layer's state on one device: the conv state's bytes in the model's dtype and the
-    recurrent (SSM) state's elements, whose dtype the engine chooses. Mamba2 (mamba2_state_shape):
-    (d_conv - 1) x (inner + 2 x groups x d_state) and heads x head_dim x d_state, inner being expand x
-    hidden (Granite) or heads x head_dim (Nemotron-H); gated DeltaNet (gated_delta_net_state_shape):
-    (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and v_heads x v_dim x k_dim. None where
-    config.json lacks a number or the model is not one this tool costs."""
-    config = text_config(config)
-    kind = str(config.get("model_type", ""))
-    keys = MAMBA_KEYS.get("deltanet" if kind in DELTANET_MODEL_TYPES else kind, ())
-    values: List[int] = [int(config[key]) for key in keys if _positive_int(config.get(key))]
-    dtype = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
-    if not keys or dtype is None or len(values) != len(keys):
-        return None
-    if kind in DELTANET_MODEL_TYPES:
-        k_heads, v_heads, k_dim, v_dim, kernel = values
-        return (kernel - 1) * (2 * k_heads * k_dim + v_heads * v_dim) * dtype, v_heads * v_dim * k_dim
-    heads, head_dim, d_state, groups, d_conv, *inner_factors = values
-    inner = inner_factors[0] * inner_factors[1] if inner_factors else heads * head_dim
-    return (d_conv - 1) * (inner + 2 * groups * d_state) * dtype, heads * head_dim * d_state
-
-
-MAMBA_KEYS = {
-    "granitemoehybrid": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
-                         "mamba_expand", "hidden_size"),
-    "nemotron_h": ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel"),
-    "deltanet": ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
-                 "linear_conv_kernel_dim"),
-}
-"""The config.json keys of a state layer's shape, per model type (vLLM's get_mamba_state_shape_from_config)."""
-
-
-def ssm_dtype_bytes(config: Dict[str, Any]) -> Optional[int]:
-    """The SSM state's element size where the model decides it: Nemotron-H's `mamba_ssm_cache_dtype`,
-    float32 when it names none (vLLM's NemotronHForCausalLMConfig); None: the engine's choice."""
-    config = text_config(config)
-    if str(config.get("model_type", "")) != "nemotron_h":
-        return None
-    return DTYPE_BYTES.get(str(config.get("mamba_ssm_cache_dtype") or "float32"))
-
-
-_NEMOTRON_PATTERN = {"M": State(), "*": None, "-": "none", "E": "none"}
-_NEMOTRON_TYPES = {"mamba": State(), "linear_attention": State(), "attention": None, "full_attention": None,
-                   "mlp": "none", "moe": "none"}
-
-
-def _nemotron_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span, ...]]:
-    """Nemotron-H (vLLM's nemotron_h.py): the hub's `hybrid_override_pattern` (M mamba2, * attention, - MLP,
-    E experts) or transformers 5's `layers_block_type`; MLP and expert layers keep no cache, so only the
-    mamba and attention layers are returned."""
-    pattern, types = config.get("hybrid_override_pattern"), config.get("layers_block_type")
-    if isinstance(pattern, str) and len(pattern) == layers and set(pattern) <= set(_NEMOTRON_PATTERN):
-        kinds: list = [_NEMOTRON_PATTERN[char] for char in pattern]
-    elif isinstance(types, list) and len(types) == layers and all(kind in _NEMOTRON_TYPES for kind in types):
-        kinds = [_NEMOTRON_TYPES[kind] for kind in types]
-    else:
-        return None
-    return tuple(kind for kind in kinds if kind != "none")
-
-
-def _chunked_layers(config: Dict[str, Any], layers: int, chunk: Chunk) -> Optional[Tuple[Span, ...]]:
-    """Llama 4 (vLLM's llama4.py): chunked local attention on every layer with RoPE; `no_rope_layers`
-    names them (0: NoPE, full attention), else one NoPE layer every `no_rope_layer_interval` (4), as
-    transformers fills it in. None for another model type (its rules are not known here)."""
-    if str(config.get("model_type", "")) not in ("llama4", "llama4_text"):
-        return None
-    flags = config.get("no_rope_layers")
-    if isinstance(flags, list) and flags:
-        if len(flags) != layers or any(flag not in (0, 1) or isinstance(flag, bool) for flag in flags):
-            return None
-        return tuple(chunk if flag else None for flag in flags)
-    interval = config.get("no_rope_layer_interval", 4)
-    if not _positive_int(interval):
-        return None
-    return tuple(None if (i + 1) % interval == 0 else chunk for i in range(layers))
 
 
 _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,

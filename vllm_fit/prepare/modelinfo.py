@@ -21,12 +21,12 @@ from .attention import (
     latent_attention,
     layer_kv_bytes_per_token,
     layer_windows,
-    mamba_state,
     sliding_window,
-    ssm_dtype_bytes,
     text_config,
     unmodelled_attention,
 )
+from .config_basics import model_dtype_bytes
+from .hybrid_layers import mamba_state, ssm_dtype_bytes
 from .maxlen import MAX_CONFIG_BYTES, YARN_UNSCALED_SINCE, derived_max_len, max_len_source, tokenizer_max_len
 
 __all__ = ["ModelInfo", "derived_max_len", "kv_bytes_per_token", "layer_kv_bytes_per_token", "layer_windows",
@@ -155,7 +155,7 @@ def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
     text = _text_config(config)
     raw = [text.get(key) for key in ("num_hidden_layers", "num_attention_heads", "hidden_size",
                                      "intermediate_size", "vocab_size")]
-    dtype = _DTYPE_BYTES.get(str(text.get("torch_dtype") or text.get("dtype") or "float16"))
+    dtype = model_dtype_bytes(text)
     numbers = [n for n in raw if isinstance(n, int) and not isinstance(n, bool) and n > 0]
     if dtype is None or len(numbers) != len(raw):
         return None
@@ -218,7 +218,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         config_sha256=hashlib.sha256(raw).hexdigest(),
         num_kv_heads=kv_heads if isinstance(kv_heads, int) and not isinstance(kv_heads, bool) else None,
         sliding_window=window,
-        dtype_bytes=_DTYPE_BYTES.get(str(text.get("torch_dtype") or text.get("dtype") or "float16")),
+        dtype_bytes=model_dtype_bytes(text),
         quantization=_quantization(config) or _quantization(text),
         weights_bytes=_weights_bytes(path),
         config_weights_bytes=config_weights_bytes(config),

@@ -1,0 +1,98 @@
+"""Layers that are not plain attention, as vLLM 0.32 lays them out: Llama 4's chunked local layers, and
+the state layers of mamba2 (Granite 4.0-H, Nemotron-H) and gated DeltaNet (Qwen3-Next, Qwen3.5) hybrids:
+which layers they are, and how large one layer's state is (read from config.json without importing
+transformers or vLLM; kv_groups.py says how vLLM groups and counts them)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..logs.kv_groups import Chunk, Span, State
+from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_config
+
+DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+"""Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
+ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, **{kind: 2 for kind in DELTANET_MODEL_TYPES}}
+"""Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
+mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
+STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
+"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py)
+Nemotron-H's (nemotron_h.py) and the gated DeltaNet layers of Qwen3-Next and Qwen3.5 (qwen3_next.py,
+qwen3_5.py)."""
+
+
+def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+    """One state layer's state on one device: the conv state's bytes in the model's dtype and the
+    recurrent (SSM) state's elements, whose dtype the engine chooses. Mamba2 (mamba2_state_shape):
+    (d_conv - 1) x (inner + 2 x groups x d_state) and heads x head_dim x d_state, inner being expand x
+    hidden (Granite) or heads x head_dim (Nemotron-H); gated DeltaNet (gated_delta_net_state_shape):
+    (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and v_heads x v_dim x k_dim. None where
+    config.json lacks a number or the model is not one this tool costs."""
+    config = text_config(config)
+    kind = str(config.get("model_type", ""))
+    keys = MAMBA_KEYS.get("deltanet" if kind in DELTANET_MODEL_TYPES else kind, ())
+    values: List[int] = [int(config[key]) for key in keys if positive_int(config.get(key))]
+    dtype = model_dtype_bytes(config)
+    if not keys or dtype is None or len(values) != len(keys):
+        return None
+    if kind in DELTANET_MODEL_TYPES:
+        k_heads, v_heads, k_dim, v_dim, kernel = values
+        return (kernel - 1) * (2 * k_heads * k_dim + v_heads * v_dim) * dtype, v_heads * v_dim * k_dim
+    heads, head_dim, d_state, groups, d_conv, *inner_factors = values
+    inner = inner_factors[0] * inner_factors[1] if inner_factors else heads * head_dim
+    return (d_conv - 1) * (inner + 2 * groups * d_state) * dtype, heads * head_dim * d_state
+
+
+MAMBA_KEYS = {
+    "granitemoehybrid": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
+                         "mamba_expand", "hidden_size"),
+    "nemotron_h": ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel"),
+    "deltanet": ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+                 "linear_conv_kernel_dim"),
+}
+"""The config.json keys of a state layer's shape, per model type (vLLM's get_mamba_state_shape_from_config)."""
+
+
+def ssm_dtype_bytes(config: Dict[str, Any]) -> Optional[int]:
+    """The SSM state's element size where the model decides it: Nemotron-H's `mamba_ssm_cache_dtype`,
+    float32 when it names none (vLLM's NemotronHForCausalLMConfig); None: the engine's choice."""
+    config = text_config(config)
+    if str(config.get("model_type", "")) != "nemotron_h":
+        return None
+    return DTYPE_BYTES.get(str(config.get("mamba_ssm_cache_dtype") or "float32"))
+
+
+_NEMOTRON_PATTERN = {"M": State(), "*": None, "-": "none", "E": "none"}
+_NEMOTRON_TYPES = {"mamba": State(), "linear_attention": State(), "attention": None, "full_attention": None,
+                   "mlp": "none", "moe": "none"}
+
+
+def nemotron_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span, ...]]:
+    """Nemotron-H (vLLM's nemotron_h.py): the hub's `hybrid_override_pattern` (M mamba2, * attention, - MLP,
+    E experts) or transformers 5's `layers_block_type`; MLP and expert layers keep no cache, so only the
+    mamba and attention layers are returned."""
+    pattern, types = config.get("hybrid_override_pattern"), config.get("layers_block_type")
+    if isinstance(pattern, str) and len(pattern) == layers and set(pattern) <= set(_NEMOTRON_PATTERN):
+        kinds: list = [_NEMOTRON_PATTERN[char] for char in pattern]
+    elif isinstance(types, list) and len(types) == layers and all(kind in _NEMOTRON_TYPES for kind in types):
+        kinds = [_NEMOTRON_TYPES[kind] for kind in types]
+    else:
+        return None
+    return tuple(kind for kind in kinds if kind != "none")
+
+
+def chunked_layers(config: Dict[str, Any], layers: int, chunk: Chunk) -> Optional[Tuple[Span, ...]]:
+    """Llama 4 (vLLM's llama4.py): chunked local attention on every layer with RoPE; `no_rope_layers`
+    names them (0: NoPE, full attention), else one NoPE layer every `no_rope_layer_interval` (4), as
+    transformers fills it in. None for another model type (its rules are not known here)."""
+    if str(config.get("model_type", "")) not in ("llama4", "llama4_text"):
+        return None
+    flags = config.get("no_rope_layers")
+    if isinstance(flags, list) and flags:
+        if len(flags) != layers or any(flag not in (0, 1) or isinstance(flag, bool) for flag in flags):
+            return None
+        return tuple(chunk if flag else None for flag in flags)
+    interval = config.get("no_rope_layer_interval", 4)
+    if not positive_int(interval):
+        return None
+    return tuple(None if (i + 1) % interval == 0 else chunk for i in range(layers))
