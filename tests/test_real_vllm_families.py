@@ -25,19 +25,14 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from vllm_fit.prepare.checks import cpu_flag
+
 pytestmark = pytest.mark.vllm
 
 KV_40_BLOCKS = 40 * 128 * 512  # 2.5 MiB: 40 blocks of the tiny Llama, 80 one-layer pages
 KV_6MIB = 6 << 20
-def _has_avx512_bf16() -> bool:
-    try:
-        return " avx512_bf16" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-FLOAT32_STATE = pytest.mark.skipif(not _has_avx512_bf16(), reason="the numbers assume vLLM's CPU platform keeps the"
-                                   " recurrent state in float32, which it does on a CPU with AVX-512 BF16 only")
+FLOAT32_STATE = pytest.mark.skipif(not cpu_flag("avx512_bf16"), reason="the numbers assume vLLM's CPU platform"
+                                   " keeps the recurrent state in float32, which it does with AVX-512 BF16 only")
 """The 131 KiB states: in bfloat16 elsewhere, so the blocks (and the answers) differ."""
 NO_PREFIX_CACHING = ("--engine-arg", "enable_prefix_caching=false")
 """Granite 4.0-H's requests crash vLLM 0.32's CPU mamba kernel with prefix caching on (a test below)."""

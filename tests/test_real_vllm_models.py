@@ -10,25 +10,18 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 from conftest import BLOCK_BYTES
 
+from vllm_fit.prepare.checks import cpu_flag
+
 pytestmark = pytest.mark.vllm
 
 
-def _cpu_has_fp8_kv() -> bool:
-    """vLLM's CPU backend runs an fp8 KV cache only on x86 with AVX-512 or AMX."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return " avx512f" in flags or " amx_tile" in flags
-
-
-needs_fp8_kv = pytest.mark.skipif(not _cpu_has_fp8_kv(), reason="vLLM's CPU fp8 KV cache needs AVX-512 or AMX,"
-                                  " which this CPU lacks (NotImplementedError in vLLM)")
+needs_fp8_kv = pytest.mark.skipif(not (cpu_flag("avx512f") or cpu_flag("amx_tile")),
+                                  reason="vLLM's CPU fp8 KV cache needs AVX-512 or AMX, which this CPU lacks"
+                                  " (NotImplementedError in vLLM)")
 
 
 def variant(tiny_model, tmp_path, name, **changes):

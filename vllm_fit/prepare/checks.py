@@ -182,12 +182,12 @@ def _ssm_element_bytes(request: SearchRequest, regime: Regime, model: ModelInfo)
         return {"float32": 4}.get(given, 2)
     if model.ssm_dtype_bytes:
         return model.ssm_dtype_bytes
-    if regime.cpu and _cpu_flag("avx512_bf16"):
+    if regime.cpu and cpu_flag("avx512_bf16"):
         return 4
     return model.dtype_bytes or 2
 
 
-def _cpu_flag(flag: str) -> bool:
+def cpu_flag(flag: str) -> bool:
     """Whether this machine's CPU has the flag (/proc/cpuinfo; False where it cannot be read)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
