@@ -11,6 +11,7 @@ from vllm_fit.strategies.base import LengthSpace, Observation
 from vllm_fit.strategies.length import Predict
 from vllm_fit.strategies.objectives import LongestAtFixedMemory
 from vllm_fit.strategies.pool_line import pool_points, secant_length
+from vllm_fit.strategies.round_lengths import MAX_EDGE_PROBES, edge_probe, round_probe, roundest, roundness
 from vllm_fit.trial.hangs import boundary_text, confirmed, derived_deadlines
 from vllm_fit.trial.record import TrialRecord
 
@@ -71,10 +72,10 @@ def test_after_a_hang_with_nothing_served_the_shortest_length_comes_next():
 
 
 def test_a_pool_reaching_past_a_hang_does_not_walk_down_to_it():
-    """Served 4096 with a pool of 40000 tokens, 32768 hung: bisect, never 32640 (one granule below the hang);
-    a pool that ends below the hang is still followed."""
+    """Served 4096 with a pool of 40000 tokens, 32768 hung: bisect (at the roundest length of the middle
+    half), never 32640 (one granule below the hang); a pool that ends below the hang is still followed."""
     history = [obs(32768, Outcome.TIMEOUT), obs(4096, Outcome.OK, 40000)]
-    assert Predict(SPACE).propose(history) == 18432
+    assert Predict(SPACE).propose(history) == 16384
     assert Predict(SPACE).propose([obs(32768, Outcome.TIMEOUT), obs(4096, Outcome.OK, 30000)]) == 29952
 
 
@@ -104,3 +105,70 @@ def test_a_boundary_rests_on_a_length_that_hung_twice():
     assert confirmed(records)
     assert boundary_text(records) == ("the boundary is a hang: max_model_len=8320 never finished starting, 2 times"
                                       " (trial 2 after 120 s and trial 3 after 120 s); counted as not starting")
+
+
+def test_roundness_counts_zero_bits_and_decimal_zeros():
+    assert [roundness(x) for x in (8192, 6144, 6000, 20480, 24000, 6001, 0)] == [13, 11, 9, 12, 9, 0, 0]
+    assert roundest(5000, 12000, 1) == 8192
+    assert roundest(5800, 6100, 16) == 6000
+    assert roundest(6001, 6015, 16) is None
+
+
+def test_round_probes_stay_in_the_middle_half():
+    """A bisection's worst case stays within a constant: the probe never leaves the middle half."""
+    for low, top, granularity in [(1024, 32767, 1), (4097, 8191, 1), (256, 131072, 256), (1, 100, 1)]:
+        probe = round_probe(low, top, 1, granularity)
+        span = top - low
+        assert low + span // 4 - granularity <= probe <= top - span // 4 + granularity
+        assert probe % granularity == 0
+
+
+def test_an_edge_probe_only_above_a_round_length_with_room_above():
+    assert edge_probe(8192, 16383, 256, 0) == 8448  # 12288 is less round than 8192
+    assert edge_probe(4096, 32767, 1, 0) is None  # 16384 above is rounder
+    assert edge_probe(8192, 8192 + 3 * 256, 256, 0) is None  # three candidates left: bisecting is as cheap
+    assert edge_probe(8192, 16383, 256, MAX_EDGE_PROBES) is None
+    assert edge_probe(8000 + 3, 16383, 1, 0) is None
+
+
+def _launches(boundary: int, space: LengthSpace, outcome: Outcome) -> tuple:
+    """Predict against a length boundary that gives one bit a launch (a start that hangs above it, or a
+    request failing above it with a pool of 10 maximal lengths); the answer and the launches."""
+    history: list = []
+    strategy = Predict(space)
+    while True:
+        length = strategy.propose(history)
+        if length is None:
+            return strategy.best(history), len(history)
+        served = length <= boundary
+        history.append(obs(length, Outcome.OK if served else outcome, None if outcome is Outcome.TIMEOUT
+                           else 10 * space.highest))
+
+
+def _bisection_launches(boundary: int, space: LengthSpace) -> int:
+    low, high, launches = space.lowest - space.granularity, space.highest + space.granularity, 1
+    while high - low > space.granularity:
+        middle = (low // space.granularity + high // space.granularity) // 2 * space.granularity
+        low, high = (middle, high) if middle <= boundary else (low, middle)
+        launches += 1
+    return launches
+
+
+def test_a_round_boundary_that_gives_one_bit_a_launch_is_found_in_few_launches():
+    """A start hanging above 8192 or a request failing above 20480 with granularity 1: a bisection needs
+    about 16 launches; the round probes find the boundary and prove it with the length above in a few.
+    A boundary on no round number costs at most the edge probes more than a bisection."""
+    space = LengthSpace(1024, 65536, 1)
+    assert _launches(8192, space, Outcome.TIMEOUT) == (8192, 6)
+    assert _launches(20480, space, Outcome.REQUEST_FAILED) == (20480, 8)
+    for boundary in (5999, 6001, 12345, 40001, 1024, 65535):
+        answer, launches = _launches(boundary, space, Outcome.TIMEOUT)
+        assert answer == boundary
+        assert launches <= _bisection_launches(boundary, space) + MAX_EDGE_PROBES + 3
+
+
+def test_a_request_failing_with_blocks_to_spare_is_not_walked_down_a_granule():
+    """The pool holds the length and 29 blocks more (1.01x): not the KV cache's edge, so no granule step."""
+    first = Observation(32768, 32768, Outcome.REQUEST_FAILED, hint=33232, block_size=16)
+    assert first.fails_with_room and not first.fails_everywhere
+    assert Predict(LengthSpace(1024, 32768, 256)).propose([first]) == 16384

@@ -24,6 +24,10 @@ GLOBAL_LENGTH_FAILURES = frozenset({Outcome.TOO_LONG_FOR_MODEL, Outcome.TIMEOUT}
 FAR_BELOW_POOL = 2
 """A request that fails though its pool holds this many full-length sequences did not fail for want of KV
 cache: the length itself fails, at every memory level."""
+ROOM_BLOCKS = 4
+"""A request that fails though its pool holds its length and this many blocks more did not fail at the
+edge of the KV cache (vLLM reserves at most a block or two beyond the tokens): its pool does not say
+where the failure begins."""
 LEVEL_OOM = frozenset({OomStage.KV_ALLOCATION, OomStage.REQUEST})
 """Out-of-memory stages that say the memory knob is too high (not the weights, not the profile)."""
 
@@ -78,6 +82,12 @@ class Observation:
         of memory): the pool is not what limits the length, so its hint points nowhere."""
         return self.outcome is Outcome.REQUEST_FAILED and self.hint is not None and self.length is not None \
             and self.hint >= self.length
+
+    @property
+    def fails_with_room(self) -> bool:
+        """A request failure below the pool with blocks to spare: not the KV cache's edge (see ROOM_BLOCKS)."""
+        return self.fails_below_pool and (self.hint or 0) >= (self.length or 0) + ROOM_BLOCKS * (
+            self.block_size or 16)
 
     @property
     def fails_everywhere(self) -> bool:

@@ -13,6 +13,7 @@ from typing import Optional, Sequence
 from ..outcome import OomStage, Outcome
 from .base import AUTO, LengthSpace, Observation, best_verified, bracket, top_candidate
 from .pool_line import secant_length
+from .round_lengths import EDGE_ROUNDNESS, edge_probe, round_probe, roundness
 
 MAX_HINT_MISSES = 2
 """After this many hinted candidates failed, predict stops trusting hints and bisects."""
@@ -113,11 +114,26 @@ class Predict(LengthStrategy):
         hinted = self._hinted(history, top, best)
         if hinted is not None:
             return hinted
+        if _bounded_by_one_bit(history, top + self.space.granularity):
+            return self._round_step(history, state.proven_ok, top)
         unbounded = [obs for obs in history if obs.outcome is Outcome.OK and obs.length == state.proven_ok
                      and obs.hint is None]
         if state.proven_ok is not None and unbounded:  # its pool says nothing about longer lengths
             return _gallop_step(self.space, history, state.proven_ok, top)
         return _bisect_step(self.space, state.proven_ok, top)
+
+    def _round_step(self, history: Sequence[Observation], proven_ok: Optional[int], top: int) -> int:
+        """Below a boundary that says one bit a launch (round_lengths.py): the candidate just above a round
+        length that served, else the roundest candidate in the middle half of the open range."""
+        g = self.space.granularity
+        if proven_ok is not None and history[-1].outcome is Outcome.OK and history[-1].length == proven_ok:
+            served = {obs.length for obs in history if obs.outcome is Outcome.OK}
+            edges = sum(1 for length in bracket(history).tried
+                        if length - g in served and roundness(length - g) >= EDGE_ROUNDNESS)
+            edge = edge_probe(proven_ok, top, g, edges)
+            if edge is not None:
+                return edge
+        return round_probe(proven_ok, top, self.space.lowest, g)
 
     def _above_autofit(self, history: Sequence[Observation], best: int, tried) -> Optional[int]:
         """The candidate above an auto-fit answer, when that answer's pool was sized at a longer length
@@ -135,8 +151,9 @@ class Predict(LengthStrategy):
         last = history[-1]
         if last.hint is None or misses > MAX_HINT_MISSES:
             return None
-        if last.fails_below_pool and (last.fails_everywhere or sum(o.fails_below_pool for o in history) > 1):
-            return None  # the pool is not the limit: one granule down at most once, then bisect
+        if last.fails_below_pool and (last.fails_everywhere or last.fails_with_room
+                                      or sum(o.fails_below_pool for o in history) > 1):
+            return None  # the pool is not the limit: one granule down at most once (at its edge), then bisect
         if last.hint >= top and _bounded_by_a_hang(history, top + self.space.granularity):
             return None  # the pool reaches past a length that hung: it says nothing about where the hang begins
         candidate = max(self.space.lowest, self.space.floor(min(last.hint, top)))
@@ -145,6 +162,16 @@ class Predict(LengthStrategy):
         if best is not None and candidate <= best:
             return None
         return candidate
+
+
+def _bounded_by_one_bit(history: Sequence[Observation], length: int) -> bool:
+    """The shortest length ruled out at or below `length` hung at start, or its request failed with the pool
+    holding it with room to spare: that failure says nothing about where it begins."""
+    failed = [obs for obs in history if obs.length is not None and obs.fails_length and obs.length <= length]
+    if not failed:
+        return False
+    shortest = min(failed, key=lambda obs: obs.length or 0)
+    return shortest.outcome is Outcome.TIMEOUT or shortest.fails_with_room
 
 
 def _bounded_by_a_hang(history: Sequence[Observation], length: int) -> bool:
