@@ -172,3 +172,12 @@ def test_a_request_failing_with_blocks_to_spare_is_not_walked_down_a_granule():
     first = Observation(32768, 32768, Outcome.REQUEST_FAILED, hint=33232, block_size=16)
     assert first.fails_with_room and not first.fails_everywhere
     assert Predict(LengthSpace(1024, 32768, 256)).propose([first]) == 16384
+
+
+def test_an_auto_fit_start_that_hung_bounds_the_search_like_the_full_length_would():
+    """vLLM's auto-fit configures the model's full length before it fits it: a hang there is a hang of the
+    full length, so the pool of a short start that served does not send the search one granule below it."""
+    space = LengthSpace(16, 32768, 16)
+    hung = Observation(-1, None, Outcome.TIMEOUT)
+    served = obs(16, Outcome.OK, 400000)
+    assert Predict(space, use_autofit=True).propose([hung, served]) == 16384

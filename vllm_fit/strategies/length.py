@@ -114,7 +114,7 @@ class Predict(LengthStrategy):
         hinted = self._hinted(history, top, best)
         if hinted is not None:
             return hinted
-        if _bounded_by_one_bit(history, top + self.space.granularity):
+        if _bounded_by_one_bit(history, top + self.space.granularity, self.space.highest):
             return self._round_step(history, state.proven_ok, top)
         unbounded = [obs for obs in history if obs.outcome is Outcome.OK and obs.length == state.proven_ok
                      and obs.hint is None]
@@ -154,7 +154,7 @@ class Predict(LengthStrategy):
         if last.fails_below_pool and (last.fails_everywhere or last.fails_with_room
                                       or sum(o.fails_below_pool for o in history) > 1):
             return None  # the pool is not the limit: one granule down at most once (at its edge), then bisect
-        if last.hint >= top and _bounded_by_a_hang(history, top + self.space.granularity):
+        if last.hint >= top and _bounded_by_a_hang(history, top + self.space.granularity, self.space.highest):
             return None  # the pool reaches past a length that hung: it says nothing about where the hang begins
         candidate = max(self.space.lowest, self.space.floor(min(last.hint, top)))
         if candidate in bracket(history).tried:
@@ -164,24 +164,28 @@ class Predict(LengthStrategy):
         return candidate
 
 
-def _bounded_by_one_bit(history: Sequence[Observation], length: int) -> bool:
+def _shortest_failure(history: Sequence[Observation], length: int, highest: int) -> Optional[Observation]:
+    """The trial that ruled out the shortest length at or below `length`. An auto-fit start that failed
+    before it named a length configured the model's full length (`highest`) when it failed."""
+    failed = [(obs.length if obs.length is not None else highest, obs) for obs in history if obs.fails_length
+              and (obs.length is not None or obs.requested == AUTO)]
+    failed = [(at, obs) for at, obs in failed if at <= length]
+    return min(failed, key=lambda pair: pair[0])[1] if failed else None
+
+
+def _bounded_by_one_bit(history: Sequence[Observation], length: int, highest: int) -> bool:
     """The shortest length ruled out at or below `length` hung at start, or its request failed with the pool
     holding it with room to spare: that failure says nothing about where it begins."""
-    failed = [obs for obs in history if obs.length is not None and obs.fails_length and obs.length <= length]
-    if not failed:
-        return False
-    shortest = min(failed, key=lambda obs: obs.length or 0)
-    return shortest.outcome is Outcome.TIMEOUT or shortest.fails_with_room
+    shortest = _shortest_failure(history, length, highest)
+    return shortest is not None and (shortest.outcome is Outcome.TIMEOUT or shortest.fails_with_room)
 
 
-def _bounded_by_a_hang(history: Sequence[Observation], length: int) -> bool:
+def _bounded_by_a_hang(history: Sequence[Observation], length: int, highest: int) -> bool:
     """The shortest length ruled out at or below `length` failed for a reason other than its pool (a start
     that hung, a request that failed far below what the pool held)."""
-    failed = [obs for obs in history if obs.length is not None and obs.fails_length and obs.length <= length]
-    if not failed:
-        return False
-    shortest = min(failed, key=lambda obs: obs.length or 0)
-    return shortest.outcome is Outcome.TIMEOUT or (shortest.fails_below_pool and shortest.fails_everywhere)
+    shortest = _shortest_failure(history, length, highest)
+    return shortest is not None and (shortest.outcome is Outcome.TIMEOUT or (
+        shortest.fails_below_pool and shortest.fails_everywhere))
 
 
 class Bisect(LengthStrategy):
