@@ -126,6 +126,7 @@ def test_round_probes_stay_in_the_middle_half():
 def test_an_edge_probe_only_above_a_round_length_with_room_above():
     assert edge_probe(8192, 16383, 256, 0) == 8448  # 12288 is less round than 8192
     assert edge_probe(4096, 32767, 1, 0) is None  # 16384 above is rounder
+    assert edge_probe(4096, 6143, 1, 0) == 4097
     assert edge_probe(8192, 8192 + 3 * 256, 256, 0) is None  # three candidates left: bisecting is as cheap
     assert edge_probe(8192, 16383, 256, MAX_EDGE_PROBES) is None
     assert edge_probe(8000 + 3, 16383, 1, 0) is None
@@ -155,12 +156,14 @@ def _bisection_launches(boundary: int, space: LengthSpace) -> int:
 
 
 def test_a_round_boundary_that_gives_one_bit_a_launch_is_found_in_few_launches():
-    """A start hanging above 8192 or a request failing above 20480 with granularity 1: a bisection needs
-    about 16 launches; the round probes find the boundary and prove it with the length above in a few.
+    """A start hanging above 8192 or 6000, or a request failing above 20480, with granularity 1: a bisection
+    needs about 17 launches; the round probes find the boundary, and once a probe above it failed, the
+    length just above it proves it.
     A boundary on no round number costs at most the edge probes more than a bisection."""
     space = LengthSpace(1024, 65536, 1)
-    assert _launches(8192, space, Outcome.TIMEOUT) == (8192, 6)
-    assert _launches(20480, space, Outcome.REQUEST_FAILED) == (20480, 8)
+    assert _launches(8192, space, Outcome.TIMEOUT) == (8192, 7)
+    assert _launches(20480, space, Outcome.REQUEST_FAILED) == (20480, 9)
+    assert _launches(6000, space, Outcome.TIMEOUT) == (6000, 13)
     for boundary in (5999, 6001, 12345, 40001, 1024, 65535):
         answer, launches = _launches(boundary, space, Outcome.TIMEOUT)
         assert answer == boundary

@@ -126,7 +126,7 @@ class Predict(LengthStrategy):
         """Below a boundary that says one bit a launch (round_lengths.py): the candidate just above a round
         length that served, else the roundest candidate in the middle half of the open range."""
         g = self.space.granularity
-        if proven_ok is not None and history[-1].outcome is Outcome.OK and history[-1].length == proven_ok:
+        if proven_ok is not None and _failed_since(history, proven_ok):
             served = {obs.length for obs in history if obs.outcome is Outcome.OK}
             edges = sum(1 for length in bracket(history).tried
                         if length - g in served and roundness(length - g) >= EDGE_ROUNDNESS)
@@ -162,6 +162,13 @@ class Predict(LengthStrategy):
         if best is not None and candidate <= best:
             return None
         return candidate
+
+
+def _failed_since(history: Sequence[Observation], served: int) -> bool:
+    """A length above `served` failed after `served` was served (the edge probe waits for one: the range
+    above a round length is often where the boundary is, and a probe there that serves makes the edge moot)."""
+    last_served = max(i for i, obs in enumerate(history) if obs.outcome is Outcome.OK and obs.length == served)
+    return any(obs.fails_length and (obs.length or 0) > served for obs in history[last_served + 1:])
 
 
 def _shortest_failure(history: Sequence[Observation], length: int, highest: int) -> Optional[Observation]:

@@ -5,8 +5,10 @@ Such a boundary is not where vLLM's memory numbers point; it is a length some co
 and those sit on round numbers: powers of two and their multiples (batched-token budgets, graph capture
 sizes, kernel limits, rope lengths) or round decimals (lengths people configure). So each blind probe is
 the roundest candidate in the middle half of the open range (a bisection when nothing there is rounder),
-and after a round length served, the candidate just above it is tried: if the boundary sits on that
-round number, two launches prove it where a bisection would pay one per halving down to the granularity.
+and once a round length served and a probe above it failed, the candidate just above it is tried: if the
+boundary sits on that round number, that launch proves it where a bisection would pay one per halving
+down to the granularity (waiting for the failure above costs one launch when it does, and spares the
+edge probe whenever the probe above serves).
 """
 
 from __future__ import annotations
