@@ -240,7 +240,9 @@ class LongestAtHighestUtilization(Objective):
             return None
         length = None
         if not self._at(history, level):  # a new level: start where the pools (or, before any, the model) say
-            length = self._predicted_length(history, level)
+            length = self._proof_length(history, level)
+            if length is None:
+                length = self._predicted_length(history, level)
             if length is None and self.prior and not any(obs.blocks is not None for obs in history):
                 space = self.strategy.space
                 length = self.model.prior_length(self.grid.value(level), space.lowest, space.highest,
@@ -250,6 +252,20 @@ class LongestAtHighestUtilization(Objective):
         if length is None:
             length = self.strategy.propose(self._view(history, level))
         return None if length is None else self.grid.candidate(level, length)
+
+    def _proof_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
+        """Where an out-of-memory error's numbers say the level just above the best one that serves is too
+        high: the best level's own fit, which a higher level's larger pool surely starts, so the launch says
+        whether the level runs out of memory (the question) and never fails for its length first. None
+        elsewhere."""
+        working = [i for i in {self.grid.index(o.memory) for o in history if o.memory is not None}
+                   if self._works(history, i)]
+        if not working or level != max(working) + 1:
+            return None
+        guesses = self._guesses(history)
+        if not guesses or min(safe for _, safe in guesses) != max(working) or self._numbers_wrong(history, guesses):
+            return None
+        return self.strategy.best(self._view(history, max(working)))
 
     def _open_secant(self, history: Sequence[Observation], level: int) -> Optional[int]:
         """On a level already tried, where pools shrink with the length: the secant over every level's pools,
