@@ -154,13 +154,19 @@ def test_a_new_level_starts_at_the_likelier_of_the_two_pools_the_measured_ones_a
     assert search._predicted_length(history, search.grid.index(0.94)) == 1443 * 16
 
 
-def test_the_level_the_numbers_say_is_too_high_is_launched_at_the_fit_below_it():
-    """0.95 ran out of memory on the request, its numbers allow 0.93, and 0.93 served 25856: 0.94 is launched
-    at 25856 (its larger pool surely starts it), so the launch answers whether 0.94 runs out of memory and
-    cannot fail for its length first (indirect world 024: the predicted 26624 was too long, one launch more)."""
+def test_the_level_the_numbers_say_is_too_high_is_launched_at_the_fit_below_it_where_pools_shrink():
+    """0.95 ran out of memory on the request, its numbers allow 0.93; at 0.93 26112 was too long (its pool
+    reached 26064) and 25856 served (26144): the pools shrink with the length, so the length the pools
+    predict at 0.94 is a guess that may fail first (indirect world 024: 26624 did, one launch more). 0.94
+    is launched at 25856, which its larger pool surely starts: the launch answers whether 0.94 runs out of
+    memory. Where the pools are flat, their prediction is exact and is launched as before."""
     space = LengthSpace(1024, 131072, 256)
     step = 0.01 * TOTAL
-    served = Observation(25856, 25856, Outcome.OK, hint=25856, memory=0.93, blocks=1634, block_size=16)
-    history = [request_oom(0.95, 25600, 1715, 1.5 * step), served]
+    too_long = Observation(26112, 26112, Outcome.KV_TOO_SMALL, hint=26064, memory=0.93)
+    served = Observation(25856, 25856, Outcome.OK, hint=26144, memory=0.93, blocks=1634, block_size=16)
+    history = [request_oom(0.95, 25600, 1715, 1.5 * step), too_long, served]
     proposed = objective(space).propose(history)
     assert (proposed.gpu_memory_utilization, proposed.max_model_len) == (0.94, 25856)
+    flat = [request_oom(0.95, 25600, 1715, 1.5 * step), served]
+    proposed = objective(space).propose(flat)
+    assert proposed.gpu_memory_utilization == 0.94 and proposed.max_model_len > 25856

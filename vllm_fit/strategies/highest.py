@@ -225,14 +225,26 @@ class LongestAtHighestUtilization(Objective):
     def _shrinking_pool_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
         """Where pools shrink with the length (pool_line.py): the secant over every level's pools, each
         moved to this level (a level more adds utilization x total bytes to any length's pool), or None."""
+        points = self._points_at(history, level)
+        return None if points is None else secant_of_points(self.strategy.space, points)
+
+    def _pools_shrink(self, history: Sequence[Observation]) -> bool:
+        """Two pools, moved to one level, reach less at the longer length by more than a block."""
+        points = sorted(self._points_at(history, self.grid.highest) or [])
+        block = self.model.block_size(history)
+        return any(later[1] < earlier[1] - block for earlier, later in zip(points, points[1:])
+                   if later[0] > earlier[0])
+
+    def _points_at(self, history: Sequence[Observation], level: int) -> Optional[List[Tuple[int, int]]]:
+        """Every level's pool points (pool_line.py), moved to `level`; None where pages or the total are
+        unknown, or the layout is not plain attention for one sequence."""
         total, page = self.model.total(history), self.model.page_bytes(history)
         if not total or not page or not self.model.plain or self.model.sequences > 1:
             return None
         per_token = page / self.model.block_size(history)
         value = self.grid.value(level)
-        points = [(at, holds + int((value - obs.memory) * total / per_token))
-                  for obs in history if obs.memory is not None for at, holds in pool_points([obs])]
-        return secant_of_points(self.strategy.space, points)
+        return [(at, holds + int((value - obs.memory) * total / per_token))
+                for obs in history if obs.memory is not None for at, holds in pool_points([obs])]
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         level = self._level(history)
@@ -255,9 +267,12 @@ class LongestAtHighestUtilization(Objective):
 
     def _proof_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
         """Where an out-of-memory error's numbers say the level just above the best one that serves is too
-        high: the best level's own fit, which a higher level's larger pool surely starts, so the launch says
-        whether the level runs out of memory (the question) and never fails for its length first. None
-        elsewhere."""
+        high and the pools shrink with the length: the best level's own fit, which a higher level's larger
+        pool surely starts, so the launch says whether the level runs out of memory (the question) and never
+        fails for its length first, as the secant's guess may. None elsewhere (flat pools predict the
+        level's length exactly: one launch answers both)."""
+        if not self._pools_shrink(history):
+            return None
         working = [i for i in {self.grid.index(o.memory) for o in history if o.memory is not None}
                    if self._works(history, i)]
         if not working or level != max(working) + 1:
