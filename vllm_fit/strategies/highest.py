@@ -22,13 +22,10 @@ from .base import (
     top_candidate,
     weights_do_not_fit,
 )
-from .knob import Grid, KvModel, squeezed_between, too_high
+from .knob import Grid, KvModel, oom_guesses, squeezed_between, too_high
 from .length import LengthStrategy
 from .objectives import Objective, last_ok_index
-from .pool_line import pool_points, secant_of_points
-
-PRINTED_GIB_ERROR = 0.02 * (1 << 30)
-"""vLLM and torch print memory in 2-decimal GiB: two such numbers are off by up to this much."""
+from .pool_line import points_at_memory, secant_of_points, shrinks
 
 
 class LongestAtHighestUtilization(Objective):
@@ -80,23 +77,7 @@ class LongestAtHighestUtilization(Objective):
         return None
 
     def _guesses(self, history: Sequence[Observation]) -> List[Tuple[int, int]]:
-        """(level that ran out of memory, the highest level its numbers allow), one per such trial.
-
-        The allowed level is the budget less the shortfall the error printed (what the failing
-        allocation asked for, less what was free). Within the 2-decimal rounding of the printed
-        numbers the level above is allowed too (it is verified like every other).
-        """
-        total = self.model.total(history)
-        out = []
-        for obs in history:
-            if obs.oom_shortfall_bytes is None or obs.memory is None or not total:
-                continue
-            limit = obs.memory * total - obs.oom_shortfall_bytes
-            safe = self.grid.down(limit / total)
-            if self.grid.value(safe + 1) * total - limit < PRINTED_GIB_ERROR:
-                safe += 1
-            out.append((self.grid.index(obs.memory), safe))
-        return out
+        return oom_guesses(self.grid, self.model.total(history), history)
 
     def _numbers_wrong(self, history: Sequence[Observation], guesses: List[Tuple[int, int]]) -> bool:
         """An error's numbers were already contradicted: a level they allowed was too high, or one
@@ -224,27 +205,20 @@ class LongestAtHighestUtilization(Objective):
 
     def _shrinking_pool_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
         """Where pools shrink with the length (pool_line.py): the secant over every level's pools, each
-        moved to this level (a level more adds utilization x total bytes to any length's pool), or None."""
+        moved to this level, or None."""
         points = self._points_at(history, level)
         return None if points is None else secant_of_points(self.strategy.space, points)
 
     def _pools_shrink(self, history: Sequence[Observation]) -> bool:
-        """Two pools, moved to one level, reach less at the longer length by more than a block."""
-        points = sorted(self._points_at(history, self.grid.highest) or [])
-        block = self.model.block_size(history)
-        return any(later[1] < earlier[1] - block for earlier, later in zip(points, points[1:])
-                   if later[0] > earlier[0])
+        return shrinks(self._points_at(history, self.grid.highest) or [], self.model.block_size(history))
 
     def _points_at(self, history: Sequence[Observation], level: int) -> Optional[List[Tuple[int, int]]]:
-        """Every level's pool points (pool_line.py), moved to `level`; None where pages or the total are
-        unknown, or the layout is not plain attention for one sequence."""
+        """pool_line.points_at_memory at `level`; None where pages or the total are unknown, or the layout
+        is not plain attention for one sequence."""
         total, page = self.model.total(history), self.model.page_bytes(history)
         if not total or not page or not self.model.plain or self.model.sequences > 1:
             return None
-        per_token = page / self.model.block_size(history)
-        value = self.grid.value(level)
-        return [(at, holds + int((value - obs.memory) * total / per_token))
-                for obs in history if obs.memory is not None for at, holds in pool_points([obs])]
+        return points_at_memory(history, self.grid.value(level), total, page / self.model.block_size(history))
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         level = self._level(history)
@@ -266,11 +240,9 @@ class LongestAtHighestUtilization(Objective):
         return None if length is None else self.grid.candidate(level, length)
 
     def _proof_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
-        """Where an out-of-memory error's numbers say the level just above the best one that serves is too
-        high and the pools shrink with the length: the best level's own fit, which a higher level's larger
-        pool surely starts, so the launch says whether the level runs out of memory (the question) and never
-        fails for its length first, as the secant's guess may. None elsewhere (flat pools predict the
-        level's length exactly: one launch answers both)."""
+        """Where an OOM's numbers call the level above the best too high and pools shrink with the length: the
+        best level's fit (a larger pool surely starts it: the launch cannot fail for its length first, as a
+        secant's guess may). None elsewhere (flat pools predict the level's length exactly)."""
         if not self._pools_shrink(history):
             return None
         working = [i for i in {self.grid.index(o.memory) for o in history if o.memory is not None}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from ..logs.kv_groups import KvLayout
 from ..logs.regime import Regime
@@ -229,3 +229,26 @@ class KvModel:
         if obs.kv_bytes is not None:
             return obs.kv_bytes - 0.005 * (1 << 30), obs.kv_bytes + 0.005 * (1 << 30)  # 2-decimal GiB
         return None
+
+
+PRINTED_GIB_ERROR = 0.02 * (1 << 30)
+"""vLLM and torch print memory in 2-decimal GiB: two such numbers are off by up to this much."""
+
+
+def oom_guesses(grid: Grid, total: Optional[float], history: Sequence[Observation]) -> List[Tuple[int, int]]:
+    """(level that ran out of memory, the highest level its numbers allow), one per such trial.
+
+    The allowed level is the budget less the shortfall the error printed (what the failing allocation
+    asked for, less what was free). Within the 2-decimal rounding of the printed numbers the level above
+    is allowed too (it is verified like every other).
+    """
+    out = []
+    for obs in history:
+        if obs.oom_shortfall_bytes is None or obs.memory is None or not total:
+            continue
+        limit = obs.memory * total - obs.oom_shortfall_bytes
+        safe = grid.down(limit / total)
+        if grid.value(safe + 1) * total - limit < PRINTED_GIB_ERROR:
+            safe += 1
+        out.append((grid.index(obs.memory), safe))
+    return out

@@ -59,4 +59,18 @@ def secant_of_points(space: LengthSpace, points: Sequence[Point]) -> Optional[in
     return candidate if candidate < x2 and candidate <= space.highest else None
 
 
-__all__ = ["Point", "pool_points", "secant_length", "secant_of_points"]
+def points_at_memory(history: Sequence[Observation], memory: float, total: float, per_token: float) -> List[Point]:
+    """Every trial's points moved to the utilization `memory`: a level more adds utilization x total bytes
+    to any length's pool."""
+    return [(at, holds + int((memory - obs.memory) * total / per_token))
+            for obs in history if obs.memory is not None for at, holds in pool_points([obs])]
+
+
+def shrinks(points: Sequence[Point], tolerance: int) -> bool:
+    """Of two points (at one memory level), the longer length reaches less by more than `tolerance` tokens."""
+    ordered = sorted(points)
+    return any(later[1] < earlier[1] - tolerance for earlier, later in zip(ordered, ordered[1:])
+               if later[0] > earlier[0])
+
+
+__all__ = ["Point", "points_at_memory", "pool_points", "secant_length", "secant_of_points", "shrinks"]
