@@ -124,7 +124,7 @@ class Predict(LengthStrategy):
 
     def _round_step(self, history: Sequence[Observation], proven_ok: Optional[int], top: int) -> int:
         """Below a boundary that says one bit a launch (round_lengths.py): the candidate just above a round
-        length that served, else the roundest candidate in the middle half of the open range."""
+        length that served once a probe above it failed, else the roundest candidate in the middle half."""
         g = self.space.granularity
         if proven_ok is not None and _failed_since(history, proven_ok):
             served = {obs.length for obs in history if obs.outcome is Outcome.OK}
