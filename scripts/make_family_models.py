@@ -87,6 +87,10 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     "nemotron_h": ("NemotronH", dict(mamba_num_heads=8, mamba_head_dim=32, ssm_state_size=16, n_groups=1,
                                      conv_kernel=4, max_position_embeddings=32768,
                                      layers_block_type=["mamba", "mlp", "mamba", "attention"])),
+    # Falcon-H1: attention and mamba2 side by side in every layer (mamba_d_ssm as tiiuae/Falcon-H1-* name it)
+    "falcon_h1": ("FalconH1", dict(num_hidden_layers=4, mamba_d_ssm=256, mamba_n_heads=8, mamba_d_head=32,
+                                   mamba_d_state=16, mamba_n_groups=1, mamba_d_conv=4, mamba_expand=2,
+                                   max_position_embeddings=32768)),
 }
 
 

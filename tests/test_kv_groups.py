@@ -342,3 +342,28 @@ def test_nemotron_h_keeps_state_and_attention_layers_only():
                       "layers_block_type": ["mamba" if c == "M" else "attention" if c == "*" else "mlp"
                                             for c in NEMOTRON_NANO_PATTERN]}
     assert layer_windows(transformers_5) == spans
+
+
+FALCON_H1_1_5B = {"model_type": "falcon_h1", "num_hidden_layers": 24, "hidden_size": 2048, "num_attention_heads": 8,
+                  "num_key_value_heads": 2, "head_dim": 128, "mamba_n_heads": 48, "mamba_d_head": 64,
+                  "mamba_d_ssm": 3072, "mamba_d_state": 256, "mamba_n_groups": 1, "mamba_d_conv": 4,
+                  "mamba_expand": 2, "torch_dtype": "bfloat16"}
+"""Falcon-H1-1.5B's shapes as transformers' model page lists them (v5.0.0rc1 docs, model_doc/falcon_h1.md:
+depth 24, dim 2048, 8 attention heads, 2 KV, 48 mamba heads, head dims 128 / 64, d_state 256)."""
+
+
+def test_falcon_h1_has_an_attention_and_a_state_layer_in_every_layer():
+    """vLLM's falcon_h1.py runs attention and a mamba2 mixer side by side in each decoder layer (the mixer
+    registered as layer num_hidden_layers + i): 24 attention and 24 state layers, one group of each; the
+    mixer's inner size is mamba_d_ssm, else expand x hidden (issue 30)."""
+    spans = layer_windows(FALCON_H1_1_5B)
+    assert spans is not None and spans.count(None) == 24 and spans.count(State()) == 24
+    assert kv_bytes_per_token(FALCON_H1_1_5B) is None and unmodelled_attention(FALCON_H1_1_5B) is None
+    assert mamba_state(FALCON_H1_1_5B) == (3 * (3072 + 2 * 256) * 2, 48 * 64 * 256)
+    without_d_ssm = {**FALCON_H1_1_5B, "mamba_d_ssm": None}
+    assert mamba_state(without_d_ssm) == (3 * (2 * 2048 + 2 * 256) * 2, 48 * 64 * 256)
+    assert mamba_state({**without_d_ssm, "mamba_expand": None}) is None
+    layout = candidate_layouts(spans, (1,))[0]
+    assert layout.layers_per_group == 24 and layout.windows == (None, State(1))
+    # the tiny Falcon-H1 of the real tests: 48 blocks of four 32 KiB pages serve 5888, prefix caching off
+    assert candidate_layouts((None,) * 4 + (State(),) * 4, (1,))[0].longest_held(48, 128, 4096) == 5888

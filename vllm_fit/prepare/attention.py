@@ -10,7 +10,14 @@ from typing import Any, Dict, Optional, Tuple
 
 from ..logs.kv_groups import Chunk, Span, State
 from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_config
-from .hybrid_layers import DELTANET_MODEL_TYPES, STATE_MODEL_TYPES, chunked_layers, mamba_state, nemotron_layers
+from .hybrid_layers import (
+    DELTANET_MODEL_TYPES,
+    STATE_MODEL_TYPES,
+    chunked_layers,
+    falcon_h1_layers,
+    mamba_state,
+    nemotron_layers,
+)
 
 
 def sliding_window(config: Dict[str, Any]) -> Optional[int]:
@@ -137,6 +144,8 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
         return chunked_layers(config, layers, chunk)
     if str(config.get("model_type", "")) == "nemotron_h":
         return nemotron_layers(config, layers)
+    if str(config.get("model_type", "")) == "falcon_h1":
+        return falcon_h1_layers(config, layers)
     if str(config.get("model_type", "")) in DELTANET_MODEL_TYPES:  # transformers: full attention every n-th layer
         interval = config.get("full_attention_interval", 4)
         if not positive_int(interval):
@@ -163,7 +172,7 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_d_state": 1 << 20, "mamba_n_groups": 1 << 20, "mamba_d_conv": 1 << 10, "mamba_expand": 1 << 10,
            "mamba_num_heads": 1 << 20, "mamba_head_dim": 1 << 20, "linear_num_key_heads": 1 << 20,
            "linear_num_value_heads": 1 << 20, "linear_key_head_dim": 1 << 20, "linear_value_head_dim": 1 << 20,
-           "linear_conv_kernel_dim": 1 << 10}
+           "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 

@@ -1,5 +1,5 @@
 """Layers that are not plain attention, as vLLM 0.32 lays them out: Llama 4's chunked local layers, and
-the state layers of mamba2 (Granite 4.0-H, Nemotron-H) and gated DeltaNet (Qwen3-Next, Qwen3.5) hybrids:
+the state layers of mamba2 (Granite 4.0-H, Nemotron-H, Falcon-H1) and gated DeltaNet (Qwen3-Next, Qwen3.5) hybrids:
 which layers they are, and how large one layer's state is (read from config.json without importing
 transformers or vLLM; kv_groups.py says how vLLM groups and counts them)."""
 
@@ -12,22 +12,23 @@ from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_co
 
 DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 """Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
-ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, **{kind: 2 for kind in DELTANET_MODEL_TYPES}}
+ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, "falcon_h1": 3,
+                        **{kind: 2 for kind in DELTANET_MODEL_TYPES}}
 """Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
 mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
 STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
-"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py)
-Nemotron-H's (nemotron_h.py) and the gated DeltaNet layers of Qwen3-Next and Qwen3.5 (qwen3_next.py,
-qwen3_5.py)."""
+"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py),
+Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py) and the gated DeltaNet layers of Qwen3-Next and
+Qwen3.5 (qwen3_next.py, qwen3_5.py)."""
 
 
 def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     """One state layer's state on one device: the conv state's bytes in the model's dtype and the
     recurrent (SSM) state's elements, whose dtype the engine chooses. Mamba2 (mamba2_state_shape):
     (d_conv - 1) x (inner + 2 x groups x d_state) and heads x head_dim x d_state, inner being expand x
-    hidden (Granite) or heads x head_dim (Nemotron-H); gated DeltaNet (gated_delta_net_state_shape):
-    (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and v_heads x v_dim x k_dim. None where
-    config.json lacks a number or the model is not one this tool costs."""
+    hidden (Granite), Falcon-H1's mamba_d_ssm, or heads x head_dim (Nemotron-H); gated DeltaNet
+    (gated_delta_net_state_shape): (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and v_heads x
+    v_dim x k_dim. None where config.json lacks a number or the model is not one this tool costs."""
     config = text_config(config)
     kind = str(config.get("model_type", ""))
     keys = MAMBA_KEYS.get("deltanet" if kind in DELTANET_MODEL_TYPES else kind, ())
@@ -39,14 +40,29 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
         k_heads, v_heads, k_dim, v_dim, kernel = values
         return (kernel - 1) * (2 * k_heads * k_dim + v_heads * v_dim) * dtype, v_heads * v_dim * k_dim
     heads, head_dim, d_state, groups, d_conv, *inner_factors = values
-    inner = inner_factors[0] * inner_factors[1] if inner_factors else heads * head_dim
+    inner: Optional[int] = inner_factors[0] * inner_factors[1] if inner_factors else heads * head_dim
+    if kind == "falcon_h1":
+        inner = _falcon_h1_inner(config)
+    if inner is None:
+        return None
     return (d_conv - 1) * (inner + 2 * groups * d_state) * dtype, heads * head_dim * d_state
+
+
+def _falcon_h1_inner(config: Dict[str, Any]) -> Optional[int]:
+    """Falcon-H1's mamba inner size (falcon_h1.py): mamba_d_ssm, else mamba_expand x hidden_size."""
+    d_ssm, expand, hidden = config.get("mamba_d_ssm"), config.get("mamba_expand"), config.get("hidden_size")
+    if d_ssm is not None:
+        return d_ssm if isinstance(d_ssm, int) and positive_int(d_ssm) else None
+    if isinstance(expand, int) and isinstance(hidden, int) and positive_int(expand) and positive_int(hidden):
+        return expand * hidden
+    return None
 
 
 MAMBA_KEYS = {
     "granitemoehybrid": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv",
                          "mamba_expand", "hidden_size"),
     "nemotron_h": ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel"),
+    "falcon_h1": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv"),
     "deltanet": ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
                  "linear_conv_kernel_dim"),
 }
@@ -79,6 +95,14 @@ def nemotron_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span,
     else:
         return None
     return tuple(kind for kind in kinds if kind != "none")
+
+
+def falcon_h1_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span, ...]]:
+    """Falcon-H1 (vLLM's falcon_h1.py): every decoder layer runs attention and a mamba2 mixer side by side,
+    so the cache has one attention layer and one state layer per decoder layer."""
+    if str(config.get("model_type", "")) != "falcon_h1":
+        return None
+    return (None,) * layers + (State(),) * layers
 
 
 def chunked_layers(config: Dict[str, Any], layers: int, chunk: Chunk) -> Optional[Tuple[Span, ...]]:
