@@ -4,6 +4,8 @@ how a trial's own figures pick the layout. The numbers are real vLLM 0.32 figure
 
 from __future__ import annotations
 
+import json
+
 from vllm_fit.logs.capacity import hint_is_exact, max_len_hint
 from vllm_fit.logs.kv_groups import (
     Chunk,
@@ -26,6 +28,7 @@ from vllm_fit.prepare.modelinfo import (
     layer_kv_bytes_per_token,
     layer_windows,
     max_len_source,
+    read_model_info,
 )
 from vllm_fit.prepare.request import request_from_options
 from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
@@ -310,6 +313,21 @@ def test_hybrids_it_cannot_cost_are_never_plain_attention():
     assert kv_bytes_per_token(nemotron) is None
     assert unmodelled_attention(nemotron) == "hybrid layers (hybrid_override_pattern) of model type nemotron_h"
     assert kv_bytes_per_token({**QWEN3_NEXT, "model_type": "qwen3_5"}) is None
+
+
+def test_a_hybrid_it_cannot_cost_gets_no_layout_either(tmp_path):
+    """Zamba2's config.json (the tiny one of the real tests; mamba2 layers and a shared attention block): no
+    layer spans, so no KV cache groups and no first length from a fixed KV size. Its four layers were once
+    laid out as full attention, a first length of 2944 where 5504 serves (issue 30)."""
+    config = {"model_type": "zamba2", "num_hidden_layers": 4, "hidden_size": 128, "num_attention_heads": 4,
+              "num_key_value_heads": 4, "attention_head_dim": 64, "n_mamba_heads": 8, "mamba_headdim": 32,
+              "mamba_d_state": 16, "mamba_ngroups": 1, "mamba_d_conv": 4, "mamba_expand": 2, "dtype": "bfloat16",
+              "layers_block_type": ["mamba", "hybrid", "mamba", "mamba"], "hybrid_layer_ids": [1]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    info = read_model_info(str(tmp_path))
+    assert info.unmodelled_attention == "hybrid layers (layers_block_type, mamba_d_state) of model type zamba2"
+    assert info.layer_windows is None and info.kv_bytes_per_token is None
+    assert not info.plain_attention(True) and not info.plain_attention(False)
 
 
 def test_qwen3_5_text_has_the_same_deltanet_layers():

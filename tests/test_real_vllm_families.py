@@ -190,6 +190,21 @@ def test_state_layers_hold_their_blocks_whatever_the_length(vllm_python, familie
     assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
 
 
+@pytest.mark.parametrize("via", ["llm", "serve"])
+def test_a_hybrid_it_cannot_cost_takes_vllms_fit_and_proves_it(vllm_python, families, real_env, tmp_path, via):
+    """Zamba2 (mamba2 layers and a shared attention block; a layout this tool does not cost): vLLM's own
+    numbers, then a proof (offline: auto-fit, then one step above; served: vLLM's estimate from the full
+    length, then that length). Its four layers were once costed as plain attention from config.json,
+    a first length of 2944 and a climb of 14 launches (issue 30, 2026-12-05); checked outside the tool:
+    5504 served, 5505 refused."""
+    env = dict(real_env)
+    if via == "serve":
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    report = search(vllm_python, families / "zamba2", env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
+                    *NO_PREFIX_CACHING, via=via)
+    assert report["fit"]["max_model_len"] == 5504 and report["launches"] == 2, trials(report)
+
+
 def test_granite4h_crash_names_prefix_caching(vllm_python, families, real_env, tmp_path):
     """Granite 4.0-H with prefix caching on (vLLM 0.32's default): it starts, and the full-length request
     crashes the engine in mamba_mixer2.py. On the default (served) path the trial is a crash that names

@@ -202,7 +202,8 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         current = derived_max_len(config, YARN_UNSCALED_SINCE, tokenizer)
         kv_per_token = kv_bytes_per_token(config)
         window = sliding_window(config)
-        windows = layer_windows(config)
+        unmodelled = unmodelled_attention(config)
+        windows = layer_windows(config) if unmodelled is None else None  # never a layout it cannot cost
         per_layer = layer_kv_bytes_per_token(config)
     except RecursionError:
         raise BadInput("%s is nested too deeply to be a config.json; fix or replace it" % config_file) from None
@@ -226,7 +227,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         layer_windows=windows,
         layer_kv_bytes_per_token=per_layer,
         max_len_source=max_len_source(config, tokenizer),
-        unmodelled_attention=unmodelled_attention(config),
+        unmodelled_attention=unmodelled,
         latent_attention=latent_attention(config),
         mamba_state=mamba_state(config),
         ssm_dtype_bytes=ssm_dtype_bytes(config),
