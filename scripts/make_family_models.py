@@ -91,12 +91,15 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     "falcon_h1": ("FalconH1", dict(num_hidden_layers=4, mamba_d_ssm=256, mamba_n_heads=8, mamba_d_head=32,
                                    mamba_d_state=16, mamba_n_groups=1, mamba_d_conv=4, mamba_expand=2,
                                    max_position_embeddings=32768)),
-    # Zamba2 (a layout the tool does not cost): mamba2 layers, one with the shared attention block beside it
+    # Zamba2: mamba2 layers, one with the shared attention block beside it
     "zamba2": ("Zamba2", dict(num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=4, head_dim=64,
                               n_mamba_heads=8, mamba_headdim=32, mamba_d_state=16, mamba_ngroups=1, mamba_d_conv=4,
                               mamba_expand=2,
                               layers_block_type=["mamba", "hybrid", "mamba", "mamba"], num_mem_blocks=1,
                               use_shared_attention_adapter=False, max_position_embeddings=32768)),
+    # LFM2 (a layout the tool does not cost): short-convolution layers with attention every third
+    "lfm2": ("Lfm2", dict(num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"],
+                          block_auto_adjust_ff_dim=False, block_ff_dim=256, max_position_embeddings=32768)),
 }
 
 
@@ -110,6 +113,7 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "qwen3_next": {"layer_types": None, "full_attention_interval": 4},  # Qwen/Qwen3-Next-80B-A3B-*
     "nemotron_h": {"layers_block_type": None, "hybrid_override_pattern": "M-M*", "num_hidden_layers": 4},
     "zamba2": {"layers_block_type": ["mamba", "hybrid", "mamba", "mamba"]},  # Zyphra/Zamba2-*: mamba, hybrid
+    "lfm2": {"conv_dim": 128, "block_dim": 128},  # LiquidAI/LFM2-*: both = hidden_size; vLLM 0.32 reads them
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }

@@ -316,18 +316,47 @@ def test_hybrids_it_cannot_cost_are_never_plain_attention():
 
 
 def test_a_hybrid_it_cannot_cost_gets_no_layout_either(tmp_path):
-    """Zamba2's config.json (the tiny one of the real tests; mamba2 layers and a shared attention block): no
-    layer spans, so no KV cache groups and no first length from a fixed KV size. Its four layers were once
-    laid out as full attention, a first length of 2944 where 5504 serves (issue 30)."""
-    config = {"model_type": "zamba2", "num_hidden_layers": 4, "hidden_size": 128, "num_attention_heads": 4,
-              "num_key_value_heads": 4, "attention_head_dim": 64, "n_mamba_heads": 8, "mamba_headdim": 32,
-              "mamba_d_state": 16, "mamba_ngroups": 1, "mamba_d_conv": 4, "mamba_expand": 2, "dtype": "bfloat16",
-              "layers_block_type": ["mamba", "hybrid", "mamba", "mamba"], "hybrid_layer_ids": [1]}
+    """Jamba (mamba v1 layers, attention every attn_layer_period-th; its keys as ai21labs' Jamba configs name
+    them): no layer spans, so no KV cache groups and no first length from a fixed KV size. A tiny Zamba2's
+    four layers, before Zamba2 was costed, were laid out as full attention: a first length of 2944 where
+    5504 serves, and 14 launches (issue 30)."""
+    config = {"model_type": "jamba", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "attn_layer_offset": 4, "attn_layer_period": 8, "expert_layer_offset": 1,
+              "expert_layer_period": 2, "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_dt_rank": 256,
+              "mamba_expand": 2, "torch_dtype": "bfloat16"}
     (tmp_path / "config.json").write_text(json.dumps(config))
     info = read_model_info(str(tmp_path))
-    assert info.unmodelled_attention == "hybrid layers (layers_block_type, mamba_d_state) of model type zamba2"
+    assert info.unmodelled_attention == "hybrid layers (mamba_d_state) of model type jamba"
     assert info.layer_windows is None and info.kv_bytes_per_token is None
     assert not info.plain_attention(True) and not info.plain_attention(False)
+
+
+ZAMBA2_1_2B = {"model_type": "zamba2", "num_hidden_layers": 38, "hidden_size": 2048, "num_attention_heads": 16,
+               "num_key_value_heads": 16, "n_mamba_heads": 64, "mamba_d_state": 128, "mamba_ngroups": 1,
+               "mamba_d_conv": 4, "mamba_expand": 2, "num_mem_blocks": 2, "torch_dtype": "bfloat16",
+               "layers_block_type": (["mamba"] * 5 + ["hybrid"]) * 6 + ["mamba"] * 2}
+"""A Zamba2 config in transformers' Zamba2Config keys, sized like Zyphra's 1.2B (written here, not copied from the
+hub: no hub file was at hand); no attention_head_dim or mamba_headdim, which transformers derives: 38 layers, six
+of them hybrid."""
+
+
+def test_zamba2_keeps_a_state_in_every_layer_and_kv_beside_each_hybrid_one():
+    """vLLM's zamba2.py: a mamba2 mixer in every layer (the hybrid ones too), one attention cache per hybrid
+    layer with as many KV heads as query heads, attention_head_dim = 2 x hidden / heads and mamba_headdim =
+    expand x hidden / mamba heads where config.json names none (as transformers derives them)."""
+    spans = layer_windows(ZAMBA2_1_2B)
+    assert spans is not None and spans.count(State()) == 38 and spans.count(None) == 6
+    assert kv_bytes_per_token(ZAMBA2_1_2B) is None and unmodelled_attention(ZAMBA2_1_2B) is None
+    assert layer_kv_bytes_per_token(ZAMBA2_1_2B) == 2 * 16 * 256 * 2
+    assert mamba_state(ZAMBA2_1_2B) == (3 * (4096 + 2 * 128) * 2, 64 * 64 * 128)
+    assert layer_windows({**ZAMBA2_1_2B, "layers_block_type": ["mamba", "hybrid"]}) is None  # not 38 entries
+    layout = candidate_layouts(spans, (1,))[0]
+    assert layout.layers_per_group == 6 and layout.windows.count(State(1)) == 7 and layout.windows.count(None) == 1
+    # the tiny Zamba2 of the real tests: 48 blocks of one 128 KiB page serve 5504 (4 state groups of one layer)
+    tiny = {**ZAMBA2_1_2B, "num_hidden_layers": 4, "hidden_size": 128, "num_attention_heads": 4, "n_mamba_heads": 8,
+            "layers_block_type": ["mamba", "hybrid", "mamba", "mamba"]}
+    assert layer_kv_bytes_per_token(tiny) == 1024
+    assert candidate_layouts(layer_windows(tiny), (1,))[0].longest_held(48, 128, 4096) == 5504
 
 
 def test_qwen3_5_text_has_the_same_deltanet_layers():

@@ -7,14 +7,16 @@ every other layer), Mistral (a window on every layer), Mixtral (experts), Qwen3 
 off, transformers 5's layer_types), Llama 4 text (chunked local attention on three layers of four),
 DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the CPU, 36 KiB a block) and
 Granite 4.0-H (three mamba2 layers, one attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP,
-mamba2, attention), Falcon-H1 (attention and a mamba2 mixer side by side in each of four layers) and
-Qwen3-Next (three gated DeltaNet layers, one attention layer).
+mamba2, attention), Falcon-H1 (attention and a mamba2 mixer side by side in each of four layers), Zamba2
+(a mamba2 mixer in each layer, the shared attention block beside one), Qwen3-Next (three gated DeltaNet
+layers, one attention layer) and LFM2 (short convolutions and one attention layer: not costed, the fallback).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
-Every answer below was checked outside the tool once (2026-12-04; Llama 4, DeepSeek-V2, Falcon-H1 2026-12-05):
-vLLM itself served L and refused L + 1 at the same KV size (`scripts/boundary.py --via llm`, one launch
-each); the served answers were checked the same way with `--via serve`. The launch counts are the tool's.
+Every answer below was checked outside the tool once (2026-12-04; Llama 4, DeepSeek-V2, Falcon-H1, Zamba2,
+LFM2 2026-12-05): vLLM itself served L and refused L + 1 at the same KV size (`scripts/boundary.py --via
+llm`, one launch each); the served answers were checked the same way with `--via serve`. The launch counts
+are the tool's.
 """
 
 from __future__ import annotations
@@ -37,8 +39,9 @@ FLOAT32_STATE = pytest.mark.skipif(not cpu_flag("avx512_bf16"), reason="the numb
 """The 131 KiB states: in bfloat16 elsewhere, so the blocks (and the answers) differ."""
 NO_PREFIX_CACHING = ("--engine-arg", "enable_prefix_caching=false")
 """Granite 4.0-H's requests crash vLLM 0.32's CPU mamba kernel with prefix caching on (a test below)."""
-MAMBA2_ON_CPU = ("granite4h", "falcon_h1")
-"""Families whose mamba2 mixer crashes on the CPU with prefix caching on (Falcon-H1 as Granite, checked 2026-12-05)."""
+MAMBA2_ON_CPU = ("granite4h", "falcon_h1", "zamba2")
+"""Families whose mamba2 mixer crashes on the CPU with prefix caching on (Falcon-H1 and Zamba2 as Granite, in
+mamba_mixer2.py; checked 2026-12-05)."""
 
 
 @pytest.fixture(scope="session")
@@ -101,6 +104,7 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
     ("deepseek_v2", 1000, 36, 64),  # MLA: cdiv(1000, 16) + the null block, 36 KiB a block
     ("granite4h", 20000, 32, 161),  # three mamba groups of one block + cdiv(20000, 128) + the null block
     ("falcon_h1", 20000, 128, 159),  # one attention group of 4 layers, one mamba group: 157 + 1 + 1 of 128 KiB
+    ("zamba2", 20000, 128, 162),     # four mamba groups of one layer, one attention: 157 + 4 + 1 of 128 KiB
     # prefix caching on: 3 DeltaNet groups of 2 blocks + cdiv(15000, 640) + 1
     pytest.param("qwen3_next", 15000, 160, 31, marks=FLOAT32_STATE),
 ])
@@ -171,6 +175,8 @@ def test_phi3_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp
     ("nemotron_h", "llm", False, 24192),      # M-M*: two mamba groups of one block (MLP layers keep nothing)
     ("falcon_h1", "llm", False, 5888),        # attention and mamba in each layer: 48 blocks of 4 pages, 46 + 1
     ("falcon_h1", "serve", False, 5888),
+    ("zamba2", "llm", False, 5504),           # a mamba2 mixer in each layer, attention beside the hybrid one: 43 + 4
+    ("zamba2", "serve", False, 5504),
     ("nemotron_h", "serve", False, 24192),
     pytest.param("qwen3_next", "llm", False, 21760, marks=FLOAT32_STATE),  # 640-token blocks, 3 + 34
     pytest.param("qwen3_next", "llm", True, 19840, marks=FLOAT32_STATE),   # prefix caching on: 2 a group, 6 + 31
@@ -192,17 +198,17 @@ def test_state_layers_hold_their_blocks_whatever_the_length(vllm_python, familie
 
 @pytest.mark.parametrize("via", ["llm", "serve"])
 def test_a_hybrid_it_cannot_cost_takes_vllms_fit_and_proves_it(vllm_python, families, real_env, tmp_path, via):
-    """Zamba2 (mamba2 layers and a shared attention block; a layout this tool does not cost): vLLM's own
-    numbers, then a proof (offline: auto-fit, then one step above; served: vLLM's estimate from the full
-    length, then that length). Its four layers were once costed as plain attention from config.json,
-    a first length of 2944 and a climb of 14 launches (issue 30, 2026-12-05); checked outside the tool:
-    5504 served, 5505 refused."""
+    """LFM2 (short-convolution layers and attention; a layout this tool does not cost): vLLM's own numbers,
+    then a proof (offline: auto-fit, then one step above; served: vLLM's estimate from the full length,
+    then that length). Checked outside the tool: 24064 served, 24065 refused. Unmodelled hybrids were once
+    laid out as full attention from config.json (a tiny Zamba2: a first length of 2944 where 5504 serves,
+    14 launches; issue 30, 2026-12-05)."""
     env = dict(real_env)
     if via == "serve":
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
-    report = search(vllm_python, families / "zamba2", env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
+    report = search(vllm_python, families / "lfm2", env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
                     *NO_PREFIX_CACHING, via=via)
-    assert report["fit"]["max_model_len"] == 5504 and report["launches"] == 2, trials(report)
+    assert report["fit"]["max_model_len"] == 24064 and report["launches"] == 2, trials(report)
 
 
 def test_granite4h_crash_names_prefix_caching(vllm_python, families, real_env, tmp_path):

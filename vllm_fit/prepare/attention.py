@@ -17,6 +17,8 @@ from .hybrid_layers import (
     falcon_h1_layers,
     mamba_state,
     nemotron_layers,
+    zamba2_config,
+    zamba2_layers,
 )
 
 
@@ -76,6 +78,10 @@ def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
         if not latent_attention(config) or dtype is None:
             return None
         return (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * dtype
+    if str(config.get("model_type", "")) == "zamba2":  # zamba2.py: as many KV heads as query heads
+        config = zamba2_config(config)
+        config = {**config, "num_key_value_heads": config.get("num_attention_heads"),
+                  "head_dim": config.get("attention_head_dim")}
     heads = config.get("num_attention_heads")
     kv_heads = config.get("num_key_value_heads", heads)
     head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if isinstance(heads, int)
@@ -146,6 +152,8 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
         return nemotron_layers(config, layers)
     if str(config.get("model_type", "")) == "falcon_h1":
         return falcon_h1_layers(config, layers)
+    if str(config.get("model_type", "")) == "zamba2":
+        return zamba2_layers(config, layers)
     if str(config.get("model_type", "")) in DELTANET_MODEL_TYPES:  # transformers: full attention every n-th layer
         interval = config.get("full_attention_interval", 4)
         if not positive_int(interval):
@@ -172,7 +180,8 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_d_state": 1 << 20, "mamba_n_groups": 1 << 20, "mamba_d_conv": 1 << 10, "mamba_expand": 1 << 10,
            "mamba_num_heads": 1 << 20, "mamba_head_dim": 1 << 20, "linear_num_key_heads": 1 << 20,
            "linear_num_value_heads": 1 << 20, "linear_key_head_dim": 1 << 20, "linear_value_head_dim": 1 << 20,
-           "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24}
+           "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24, "n_mamba_heads": 1 << 20,
+           "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 

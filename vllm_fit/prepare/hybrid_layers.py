@@ -1,5 +1,6 @@
 """Layers that are not plain attention, as vLLM 0.32 lays them out: Llama 4's chunked local layers, and
-the state layers of mamba2 (Granite 4.0-H, Nemotron-H, Falcon-H1) and gated DeltaNet (Qwen3-Next, Qwen3.5) hybrids:
+the state layers of mamba2 (Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2) and gated DeltaNet (Qwen3-Next,
+Qwen3.5) hybrids:
 which layers they are, and how large one layer's state is (read from config.json without importing
 transformers or vLLM; kv_groups.py says how vLLM groups and counts them)."""
 
@@ -12,14 +13,14 @@ from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_co
 
 DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 """Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
-ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, "falcon_h1": 3,
+ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, "falcon_h1": 3, "zamba2": 3,
                         **{kind: 2 for kind in DELTANET_MODEL_TYPES}}
 """Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
 mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
 STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
 """Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py),
-Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py) and the gated DeltaNet layers of Qwen3-Next and
-Qwen3.5 (qwen3_next.py, qwen3_5.py)."""
+Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py), Zamba2's (zamba2.py) and the gated DeltaNet
+layers of Qwen3-Next and Qwen3.5 (qwen3_next.py, qwen3_5.py)."""
 
 
 def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
@@ -29,7 +30,7 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     hidden (Granite), Falcon-H1's mamba_d_ssm, or heads x head_dim (Nemotron-H); gated DeltaNet
     (gated_delta_net_state_shape): (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and v_heads x
     v_dim x k_dim. None where config.json lacks a number or the model is not one this tool costs."""
-    config = text_config(config)
+    config = zamba2_config(text_config(config))
     kind = str(config.get("model_type", ""))
     keys = MAMBA_KEYS.get("deltanet" if kind in DELTANET_MODEL_TYPES else kind, ())
     values: List[int] = [int(config[key]) for key in keys if positive_int(config.get(key))]
@@ -63,6 +64,8 @@ MAMBA_KEYS = {
                          "mamba_expand", "hidden_size"),
     "nemotron_h": ("mamba_num_heads", "mamba_head_dim", "ssm_state_size", "n_groups", "conv_kernel"),
     "falcon_h1": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv"),
+    "zamba2": ("n_mamba_heads", "mamba_headdim", "mamba_d_state", "mamba_ngroups", "mamba_d_conv", "mamba_expand",
+               "hidden_size"),
     "deltanet": ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
                  "linear_conv_kernel_dim"),
 }
@@ -103,6 +106,35 @@ def falcon_h1_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span
     if str(config.get("model_type", "")) != "falcon_h1":
         return None
     return (None,) * layers + (State(),) * layers
+
+
+def zamba2_config(config: Dict[str, Any]) -> Dict[str, Any]:
+    """Zamba2's config.json with the sizes transformers derives where the file names none (Zamba2Config:
+    attention_head_dim = 2 x hidden / heads, mamba_headdim = expand x hidden / mamba heads); other
+    model types unchanged."""
+    if str(config.get("model_type", "")) != "zamba2":
+        return config
+    hidden, heads, expand, mamba_heads = (config.get(key) for key in ("hidden_size", "num_attention_heads",
+                                                                      "mamba_expand", "n_mamba_heads"))
+    derived: Dict[str, Any] = {}
+    if isinstance(hidden, int) and positive_int(hidden) and isinstance(heads, int) and positive_int(heads):
+        derived["attention_head_dim"] = 2 * hidden // heads
+    if isinstance(hidden, int) and positive_int(hidden) and isinstance(expand, int) and positive_int(expand) \
+            and isinstance(mamba_heads, int) and positive_int(mamba_heads):
+        derived["mamba_headdim"] = expand * hidden // mamba_heads
+    return {**derived, **{key: value for key, value in config.items() if value is not None}}
+
+
+_ZAMBA2_TYPES = {"mamba": 0, "linear_attention": 0, "hybrid": 1}
+
+
+def zamba2_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span, ...]]:
+    """Zamba2 (vLLM's zamba2.py): a mamba2 mixer in every layer, and beside each "hybrid" layer of
+    `layers_block_type` the shared attention block with a KV cache of its own."""
+    types = config.get("layers_block_type")
+    if not isinstance(types, list) or len(types) != layers or any(kind not in _ZAMBA2_TYPES for kind in types):
+        return None
+    return (State(),) * layers + (None,) * sum(_ZAMBA2_TYPES[kind] for kind in types)
 
 
 def chunked_layers(config: Dict[str, Any], layers: int, chunk: Chunk) -> Optional[Tuple[Span, ...]]:
