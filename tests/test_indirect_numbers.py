@@ -7,11 +7,12 @@ from typing import Optional
 
 from vllm_fit.logs.capacity import CapacityFacts
 from vllm_fit.outcome import Outcome
+from vllm_fit.strategies import round_lengths
 from vllm_fit.strategies.base import LengthSpace, Observation
 from vllm_fit.strategies.length import Predict
 from vllm_fit.strategies.objectives import LongestAtFixedMemory
 from vllm_fit.strategies.pool_line import pool_points, secant_length
-from vllm_fit.strategies.round_lengths import MAX_EDGE_PROBES, edge_probe, round_probe, roundest, roundness
+from vllm_fit.strategies.round_lengths import prior_mass, round_probe, roundness
 from vllm_fit.trial.hangs import boundary_text, confirmed, derived_deadlines
 from vllm_fit.trial.record import TrialRecord
 
@@ -72,10 +73,10 @@ def test_after_a_hang_with_nothing_served_the_shortest_length_comes_next():
 
 
 def test_a_pool_reaching_past_a_hang_does_not_walk_down_to_it():
-    """Served 4096 with a pool of 40000 tokens, 32768 hung: bisect (at the roundest length of the middle
-    half), never 32640 (one granule below the hang); a pool that ends below the hang is still followed."""
+    """Served 4096 with a pool of 40000 tokens, 32768 hung: the prior's probe (round_lengths.py), never
+    32640 (one granule below the hang); a pool that ends below the hang is still followed."""
     history = [obs(32768, Outcome.TIMEOUT), obs(4096, Outcome.OK, 40000)]
-    assert Predict(SPACE).propose(history) == 16384
+    assert Predict(SPACE).propose(history) == 12288
     assert Predict(SPACE).propose([obs(32768, Outcome.TIMEOUT), obs(4096, Outcome.OK, 30000)]) == 29952
 
 
@@ -109,27 +110,33 @@ def test_a_boundary_rests_on_a_length_that_hung_twice():
 
 def test_roundness_counts_zero_bits_and_decimal_zeros():
     assert [roundness(x) for x in (8192, 6144, 6000, 20480, 24000, 6001, 0)] == [13, 11, 9, 12, 9, 0, 0]
-    assert roundest(5000, 12000, 1) == 8192
-    assert roundest(5800, 6100, 16) == 6000
-    assert roundest(6001, 6015, 16) is None
 
 
-def test_round_probes_stay_in_the_middle_half():
-    """A bisection's worst case stays within a constant: the probe never leaves the middle half."""
-    for low, top, granularity in [(1024, 32767, 1), (4097, 8191, 1), (256, 131072, 256), (1, 100, 1)]:
-        probe = round_probe(low, top, 1, granularity)
-        span = top - low
-        assert low + span // 4 - granularity <= probe <= top - span // 4 + granularity
-        assert probe % granularity == 0
+def test_the_prior_mass_is_the_sum_over_every_candidate():
+    """The closed form (harmonic sums over multiples of powers of two and ten) equals the plain sum."""
+    g_weight = round_lengths.ROUND_WEIGHT
+    below = round_lengths.BELOW_ROUND
+
+    def weight(x: int, granularity: int) -> float:
+        above = x + granularity
+        return (1 + g_weight * (1 - below) * 2 ** roundness(x)) / x + g_weight * below * 2 ** roundness(above) / above
+
+    ranges = [(1, 1000, 1), (1000, 5000, 16), (4097, 8191, 1), (256, 131072, 256), (6000, 6000, 1)]
+    for low, high, granularity in ranges:
+        plain = sum(weight(x, granularity) for x in range(-(-low // granularity) * granularity, high + 1, granularity))
+        assert abs(prior_mass(low, high, granularity) - plain) < 1e-9 * plain
 
 
-def test_an_edge_probe_only_above_a_round_length_with_room_above():
-    assert edge_probe(8192, 16383, 256, 0) == 8448  # 12288 is less round than 8192
-    assert edge_probe(4096, 32767, 1, 0) is None  # 16384 above is rounder
-    assert edge_probe(4096, 6143, 1, 0) == 4097
-    assert edge_probe(8192, 8192 + 3 * 256, 256, 0) is None  # three candidates left: bisecting is as cheap
-    assert edge_probe(8192, 16383, 256, MAX_EDGE_PROBES) is None
-    assert edge_probe(8000 + 3, 16383, 1, 0) is None
+def test_the_probe_halves_the_prior_and_lands_on_round_lengths():
+    """Nothing served yet over 1024-65535: near the middle of the scale (8192), far below the middle of the
+    range (33280); over a narrow range above a round length that served, the length just above it. Each
+    probe is a candidate (a multiple of the granularity) in the range."""
+    assert 4096 <= round_probe(None, 65535, 1024, 1) <= 16384
+    assert round_probe(8192, 8192 + 32, 1024, 1) == 8193
+    assert round_probe(8192, 8192 + 2048, 1024, 256) == 8448
+    for known_ok, top, granularity in [(1024, 32767, 1), (4097, 8191, 1), (256, 131072, 256), (1, 100, 1)]:
+        probe = round_probe(known_ok, top, 1, granularity)
+        assert known_ok < probe <= top and probe % granularity == 0
 
 
 def _launches(boundary: int, space: LengthSpace, outcome: Outcome) -> tuple:
@@ -156,25 +163,30 @@ def _bisection_launches(boundary: int, space: LengthSpace) -> int:
 
 
 def test_a_round_boundary_that_gives_one_bit_a_launch_is_found_in_few_launches():
-    """A start hanging above 8192 or 6000, or a request failing above 20480, with granularity 1: a bisection
-    needs about 17 launches; the round probes find the boundary, and once a probe above it failed, the
-    length just above it proves it.
-    A boundary on no round number costs at most the edge probes more than a bisection."""
+    """A start hanging above 8192, 20480, 6000 or 30000, or a request failing above them, with granularity 1
+    over 1024-65536: a bisection needs 16-17 launches, the prior's probes 8-12 (the first two: the
+    model's length, which hangs, and the shortest). A limit one below a round length (5999, 65535) costs
+    about as much; a boundary on no round number at most five launches more than a bisection."""
     space = LengthSpace(1024, 65536, 1)
-    assert _launches(8192, space, Outcome.TIMEOUT) == (8192, 7)
-    assert _launches(20480, space, Outcome.REQUEST_FAILED) == (20480, 9)
-    assert _launches(6000, space, Outcome.TIMEOUT) == (6000, 13)
-    for boundary in (5999, 6001, 12345, 40001, 1024, 65535):
+    for outcome in (Outcome.TIMEOUT, Outcome.REQUEST_FAILED):
+        assert _launches(8192, space, outcome) == (8192, 8)
+        assert _launches(20480, space, outcome) == (20480, 11)
+        assert _launches(6000, space, outcome) == (6000, 12)
+        assert _launches(30000, space, outcome) == (30000, 11)
+        assert _launches(5999, space, outcome) == (5999, 13)
+        assert _launches(65535, space, outcome) == (65535, 10)
+    for boundary in (6001, 12345, 40001, 1024):
         answer, launches = _launches(boundary, space, Outcome.TIMEOUT)
         assert answer == boundary
-        assert launches <= _bisection_launches(boundary, space) + MAX_EDGE_PROBES + 3
+        assert launches <= _bisection_launches(boundary, space) + 5
 
 
 def test_a_request_failing_with_blocks_to_spare_is_not_walked_down_a_granule():
     """The pool holds the length and 29 blocks more (1.01x): not the KV cache's edge, so no granule step."""
     first = Observation(32768, 32768, Outcome.REQUEST_FAILED, hint=33232, block_size=16)
     assert first.fails_with_room and not first.fails_everywhere
-    assert Predict(LengthSpace(1024, 32768, 256)).propose([first]) == 16384
+    proposed = Predict(LengthSpace(1024, 32768, 256)).propose([first])
+    assert proposed is not None and 1024 < proposed <= 16384 and proposed % 256 == 0
 
 
 def test_an_auto_fit_start_that_hung_bounds_the_search_like_the_full_length_would():
@@ -183,4 +195,5 @@ def test_an_auto_fit_start_that_hung_bounds_the_search_like_the_full_length_woul
     space = LengthSpace(16, 32768, 16)
     hung = Observation(-1, None, Outcome.TIMEOUT)
     served = obs(16, Outcome.OK, 400000)
-    assert Predict(space, use_autofit=True).propose([hung, served]) == 16384
+    proposed = Predict(space, use_autofit=True).propose([hung, served])
+    assert proposed is not None and 16 < proposed <= 16384

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 from ..outcome import OomStage, Outcome
 from .base import AUTO, LengthSpace, Observation, best_verified, bracket, top_candidate
 from .pool_line import secant_length
-from .round_lengths import EDGE_ROUNDNESS, edge_probe, round_probe, roundness
+from .round_lengths import round_probe
 
 MAX_HINT_MISSES = 2
 """After this many hinted candidates failed, predict stops trusting hints and bisects."""
@@ -115,25 +115,17 @@ class Predict(LengthStrategy):
         if hinted is not None:
             return hinted
         if _bounded_by_one_bit(history, top + self.space.granularity, self.space.highest):
-            return self._round_step(history, state.proven_ok, top)
+            return self._round_step(state.proven_ok, top)
         unbounded = [obs for obs in history if obs.outcome is Outcome.OK and obs.length == state.proven_ok
                      and obs.hint is None]
         if state.proven_ok is not None and unbounded:  # its pool says nothing about longer lengths
             return _gallop_step(self.space, history, state.proven_ok, top)
         return _bisect_step(self.space, state.proven_ok, top)
 
-    def _round_step(self, history: Sequence[Observation], proven_ok: Optional[int], top: int) -> int:
-        """Below a boundary that says one bit a launch (round_lengths.py): the candidate just above a round
-        length that served once a probe above it failed, else the roundest candidate in the middle half."""
-        g = self.space.granularity
-        if proven_ok is not None and _failed_since(history, proven_ok):
-            served = {obs.length for obs in history if obs.outcome is Outcome.OK}
-            edges = sum(1 for length in bracket(history).tried
-                        if length - g in served and roundness(length - g) >= EDGE_ROUNDNESS)
-            edge = edge_probe(proven_ok, top, g, edges)
-            if edge is not None:
-                return edge
-        return round_probe(proven_ok, top, self.space.lowest, g)
+    def _round_step(self, proven_ok: Optional[int], top: int) -> int:
+        """Below a boundary that says one bit a launch: the probe that halves the prior on where it is
+        (round_lengths.py: round lengths likeliest)."""
+        return round_probe(proven_ok, top, self.space.lowest, self.space.granularity)
 
     def _above_autofit(self, history: Sequence[Observation], best: int, tried) -> Optional[int]:
         """The candidate above an auto-fit answer, when that answer's pool was sized at a longer length
@@ -162,13 +154,6 @@ class Predict(LengthStrategy):
         if best is not None and candidate <= best:
             return None
         return candidate
-
-
-def _failed_since(history: Sequence[Observation], served: int) -> bool:
-    """A length above `served` failed after `served` was served (the edge probe waits for one: the range
-    above a round length is often where the boundary is, and a probe there that serves makes the edge moot)."""
-    last_served = max(i for i, obs in enumerate(history) if obs.outcome is Outcome.OK and obs.length == served)
-    return any(obs.fails_length and (obs.length or 0) > served for obs in history[last_served + 1:])
 
 
 def _shortest_failure(history: Sequence[Observation], length: int, highest: int) -> Optional[Observation]:
