@@ -4,9 +4,9 @@ the probe that halves a prior on where the boundary is, round lengths likeliest.
 Such a boundary is not where vLLM's memory numbers point; it is a length some code path cannot take,
 and those sit on round numbers: powers of two and their multiples (batched-token budgets, graph capture
 sizes, kernel limits, rope lengths) or round decimals (lengths people configure), at any scale. So the
-last length that serves, x, gets the prior weight (1 + ROUND_WEIGHT x 2^(1.25 roundness)) / x: no scale
-preferred, a round length far likelier than its neighbours, and a little of that weight on the length
-just below a round one. Each probe splits the prior mass of the boundaries still possible in half; once a
+last length that serves, x, gets the prior weight (1 + ROUND_WEIGHT x 2^(1.25 roundness)) / max(x,
+4096): no scale preferred above 4096 tokens, a round length far likelier than its neighbours, and a
+little of that weight on the length just below a round one. Each probe splits the prior mass of the boundaries still possible in half; once a
 round length that served holds half of it, the probe is the length just above it. A boundary on a round
 number is proven where a plain bisection pays one launch per halving down to the granularity; one on no
 round number costs a few launches more (tests/test_indirect_numbers.py; BENCHMARKS.md).
@@ -30,6 +30,10 @@ worlds' hangs (powers of two and round thousands) 8.8 launches on average where 
 BELOW_ROUND = 0.2
 """The share of a round length's weight given to the candidate just below it (a limit tested as "X or
 more" rather than "above X"): it keeps a boundary at 65535 from costing more than a plain bisection."""
+SCALE_FLOOR = 4096
+"""Below this many tokens every length weighs as one at it: boundaries below it are rare, and a prior
+that spread as much mass over 16-4096 as over 4096-1M would climb from the shortest length one scale at
+a time (a hang above 65536 over 16-131072: 7 launches with no floor, 6 with it)."""
 _EULER = 0.5772156649015329
 _EXACT_HARMONIC = 32
 
@@ -56,13 +60,19 @@ def _harmonic(n: int) -> float:
 
 
 def _inverse_sum(step: int, low: int, high: int) -> float:
-    """The sum of 1/x over the multiples x of `step` in [low, high] (low >= 1)."""
-    first, last = -(-low // step), high // step
-    return (_harmonic(last) - _harmonic(first - 1)) / step if last >= first else 0.0
+    """The sum of 1/max(x, SCALE_FLOOR) over the multiples x of `step` in [low, high] (low >= 1): flat below
+    the floor, harmonic above it."""
+    flat_last = min(high, SCALE_FLOOR - 1) // step
+    first = -(-low // step)
+    flat = max(0, flat_last - first + 1) / SCALE_FLOOR
+    first = max(first, -(-SCALE_FLOOR // step))
+    last = high // step
+    return flat + ((_harmonic(last) - _harmonic(first - 1)) / step if last >= first else 0.0)
 
 
 def _round_sum(low: int, high: int, granularity: int) -> float:
-    """The sum of 2^(e roundness(x)) / x over the multiples x of `granularity` in [low, high] (low >= 1, e
+    """The sum of 2^(e roundness(x)) / max(x, SCALE_FLOOR) over the multiples x of `granularity` in [low,
+    high] (low >= 1, e
     being ROUND_EXPONENT), from harmonic sums over the multiples of each power of two and ten (2^(e r) is 1
     plus the sum of 2^(e k) - 2^(e (k - 1)) for k = 1..r), so without visiting every candidate."""
     total = _inverse_sum(granularity, low, high)
@@ -80,9 +90,9 @@ def _round_sum(low: int, high: int, granularity: int) -> float:
 
 def prior_mass(low: int, high: int, granularity: int) -> float:
     """The prior weight of the boundaries in [low, high] (multiples of `granularity` g, low >= 1): the last
-    length that serves is x with weight (1 + w (1 - b) 2^(e r(x))) / x + w b 2^(e r(x + g)) / (x + g), r being
-    the roundness, w ROUND_WEIGHT, e ROUND_EXPONENT and b BELOW_ROUND (a limit tested as "above X", now and
-    then as "X or more")."""
+    length that serves is x with weight (1 + w (1 - b) 2^(e r(x))) / s(x) + w b 2^(e r(x + g)) / s(x + g), r
+    being the roundness, s(x) = max(x, SCALE_FLOOR), w ROUND_WEIGHT, e ROUND_EXPONENT and b BELOW_ROUND (a
+    limit tested as "above X", now and then as "X or more")."""
     if high < low:
         return 0.0
     return _inverse_sum(granularity, low, high) + ROUND_WEIGHT * (
