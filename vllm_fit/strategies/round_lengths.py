@@ -6,10 +6,11 @@ and those sit on round numbers: powers of two and their multiples (batched-token
 sizes, kernel limits, rope lengths) or round decimals (lengths people configure), at any scale. So the
 last length that serves, x, gets the prior weight (1 + ROUND_WEIGHT x 2^(1.25 roundness)) / max(x,
 4096): no scale preferred above 4096 tokens, a round length far likelier than its neighbours, and a
-little of that weight on the length just below a round one. Each probe splits the prior mass of the boundaries still possible in half; once a
-round length that served holds half of it, the probe is the length just above it. A boundary on a round
-number is proven where a plain bisection pays one launch per halving down to the granularity; one on no
-round number costs a few launches more (tests/test_indirect_numbers.py; BENCHMARKS.md).
+little of that weight on the length just below a round one. Each probe splits the prior mass of the
+boundaries still possible in half; once a round length that served holds half of it, the probe is the
+length just above it. A boundary on a round number is proven where a plain bisection pays one launch per
+halving down to the granularity; one on no round number costs a few launches more
+(tests/test_indirect_numbers.py; BENCHMARKS.md).
 """
 
 from __future__ import annotations
