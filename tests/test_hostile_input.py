@@ -117,6 +117,8 @@ CASES = [
           ("with mamba heads as text", {"model_type": "granitemoehybrid", "mamba_n_heads": "8"}, "mamba_n_heads"),
           ("with 0 DeltaNet value heads", {"model_type": "qwen3_next", "linear_num_value_heads": 0},
            "linear_num_value_heads"),
+          ("with a mamba inner size as text", {"model_type": "falcon_h1", "mamba_d_ssm": "3072"}, "mamba_d_ssm"),
+          ("with -64 mamba heads", {"model_type": "zamba2", "n_mamba_heads": -64}, "n_mamba_heads"),
       ]],
     # --- verify configs that cannot serve
     Case("verify config with an empty model", ["verify", "c.yaml", "--python", "{python}"], 2, "model",

@@ -115,17 +115,13 @@ class Predict(LengthStrategy):
         if hinted is not None:
             return hinted
         if _bounded_by_one_bit(history, top + self.space.granularity, self.space.highest):
-            return self._round_step(state.proven_ok, top)
+            # one bit a launch: the probe that halves the prior on where it is (round lengths likeliest)
+            return round_probe(state.proven_ok, top, self.space.lowest, self.space.granularity)
         unbounded = [obs for obs in history if obs.outcome is Outcome.OK and obs.length == state.proven_ok
                      and obs.hint is None]
         if state.proven_ok is not None and unbounded:  # its pool says nothing about longer lengths
             return _gallop_step(self.space, history, state.proven_ok, top)
         return _bisect_step(self.space, state.proven_ok, top)
-
-    def _round_step(self, proven_ok: Optional[int], top: int) -> int:
-        """Below a boundary that says one bit a launch: the probe that halves the prior on where it is
-        (round_lengths.py: round lengths likeliest)."""
-        return round_probe(proven_ok, top, self.space.lowest, self.space.granularity)
 
     def _above_autofit(self, history: Sequence[Observation], best: int, tried) -> Optional[int]:
         """The candidate above an auto-fit answer, when that answer's pool was sized at a longer length
