@@ -58,6 +58,23 @@ def test_a_request_failing_far_below_its_pool_is_bisected_not_walked_down():
     assert proposed is not None and proposed <= 4096 + 128
 
 
+def test_a_request_failing_where_vllm_only_printed_its_concurrency_is_far_below_the_pool():
+    """vLLM 0.20.1+ prints no block count (its token figure is derived from the concurrency), so a request
+    that failed has no hint; its "Maximum concurrency for 16,384 tokens per request: 23.37x" still says the
+    pool holds it 23 times over (not the KV cache's edge). At 1.00x it may be the edge; 1.01x at 1024
+    blocks a request is ten blocks to spare, not two requests."""
+    far = Observation(16384, 16384, Outcome.REQUEST_FAILED, held=23.37)
+    assert far.fails_below_pool and far.fails_with_room and far.fails_everywhere
+    assert not Observation(16384, 16384, Outcome.REQUEST_FAILED, held=1.0).fails_below_pool
+    near = Observation(16384, 16384, Outcome.REQUEST_FAILED, held=1.01, block_size=16)
+    assert near.fails_with_room and not near.fails_everywhere
+    facts = CapacityFacts(kv_cache_tokens=382896, concurrency_len=16384, max_concurrency=23.37)
+    trial = TrialRecord(index=1, llm_kwargs={"max_model_len": 16384}, outcome=Outcome.REQUEST_FAILED, detail="",
+                        duration_s=5.0, length=16384, hint=None, facts=facts, evidence=())
+    assert trial.observation().fails_everywhere
+    assert Predict(SPACE).propose([trial.observation()]) == SPACE.lowest  # not one granule below it
+
+
 def test_a_request_failing_just_inside_its_pool_steps_down_one_granule_once():
     """vLLM's null-block hang: the pool holds the length by a block; one granule down, then bisect."""
     first = obs(8192, Outcome.REQUEST_FAILED, 8200)

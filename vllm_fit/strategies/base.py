@@ -28,6 +28,8 @@ ROOM_BLOCKS = 4
 """A request that fails though its pool holds its length and this many blocks more did not fail at the
 edge of the KV cache (vLLM reserves at most a block or two beyond the tokens): its pool does not say
 where the failure begins."""
+CONCURRENCY_ROUNDING = 0.005
+"""vLLM prints its concurrency with two decimals: the true figure may be this much lower."""
 LEVEL_OOM = frozenset({OomStage.KV_ALLOCATION, OomStage.REQUEST})
 """Out-of-memory stages that say the memory knob is too high (not the weights, not the profile)."""
 
@@ -69,6 +71,9 @@ class Observation:
     fixed_pool_bound: Optional[int] = None
     """With the KV size fixed (the same pool at every length): the pool's own limit, exact from vLLM's
     numbers; nothing longer starts and serves at this memory."""
+    held: Optional[float] = None
+    """How many requests of `length` vLLM said the pool holds at once (its "Maximum concurrency" line at
+    this length), where it printed one: 0.20.1+ prints no block count, so a request that failed has no hint."""
 
     @property
     def started(self) -> bool:
@@ -76,25 +81,35 @@ class Observation:
         return self.outcome is Outcome.OK or self.outcome is Outcome.REQUEST_FAILED or (
             self.outcome is Outcome.OOM and self.oom_stage is OomStage.REQUEST)
 
+    def pool_holds(self, sequences: float, spare_blocks: int = 0) -> bool:
+        """The pool holds `sequences` requests of `length` and `spare_blocks` blocks more: by the hint, or
+        where vLLM printed no block count, by its concurrency (2 decimals, so half a hundredth less)."""
+        if self.length is None:
+            return False
+        size = self.block_size or 16
+        if self.hint is not None:
+            return self.hint >= sequences * self.length + spare_blocks * size
+        if self.held is None:
+            return False
+        return self.held - CONCURRENCY_ROUNDING >= sequences + spare_blocks / -(-self.length // size)
+
     @property
     def fails_below_pool(self) -> bool:
         """The engine started and its pool holds the length, yet the full-length request failed (not out
         of memory): the pool is not what limits the length, so its hint points nowhere."""
-        return self.outcome is Outcome.REQUEST_FAILED and self.hint is not None and self.length is not None \
-            and self.hint >= self.length
+        return self.outcome is Outcome.REQUEST_FAILED and self.pool_holds(1)
 
     @property
     def fails_with_room(self) -> bool:
         """A request failure below the pool with blocks to spare: not the KV cache's edge (see ROOM_BLOCKS)."""
-        return self.fails_below_pool and (self.hint or 0) >= (self.length or 0) + ROOM_BLOCKS * (
-            self.block_size or 16)
+        return self.fails_below_pool and self.pool_holds(1, ROOM_BLOCKS)
 
     @property
     def fails_everywhere(self) -> bool:
         """A length failure that holds at every memory level: over the model's maximum, a start that hangs,
         a request that fails far below what the pool holds."""
         return self.length is not None and (self.outcome in GLOBAL_LENGTH_FAILURES or (
-            self.fails_below_pool and (self.hint or 0) >= FAR_BELOW_POOL * self.length))
+            self.fails_below_pool and self.pool_holds(FAR_BELOW_POOL)))
 
     @property
     def fails_length(self) -> bool:

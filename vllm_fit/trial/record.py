@@ -125,6 +125,7 @@ class TrialRecord:
             pool_at=facts.autofit_from if self.requested_len == AUTO else None,
             request_blocks=request_blocks(facts, self.regime) if self.length and facts.concurrency_len == self.length
             else None,
+            held=facts.max_concurrency if self.length and facts.concurrency_len == self.length else None,
             fixed_pool_bound=self.hint if self.hint_exact and self.hint is not None
             and self.llm_kwargs.get("kv_cache_memory_bytes") is not None else None)
 
