@@ -97,7 +97,7 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                               mamba_expand=2,
                               layers_block_type=["mamba", "hybrid", "mamba", "mamba"], num_mem_blocks=1,
                               use_shared_attention_adapter=False, max_position_embeddings=32768)),
-    # LFM2 (a layout the tool does not cost): short-convolution layers with attention every third
+    # LFM2: short-convolution layers and one attention layer
     "lfm2": ("Lfm2", dict(num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"],
                           block_auto_adjust_ff_dim=False, block_ff_dim=256, max_position_embeddings=32768)),
 }

@@ -119,6 +119,7 @@ CASES = [
            "linear_num_value_heads"),
           ("with a mamba inner size as text", {"model_type": "falcon_h1", "mamba_d_ssm": "3072"}, "mamba_d_ssm"),
           ("with -64 mamba heads", {"model_type": "zamba2", "n_mamba_heads": -64}, "n_mamba_heads"),
+          ("with a convolution 1e9 wide", {"model_type": "lfm2", "conv_dim": 10 ** 9}, "conv_dim"),
       ]],
     # --- verify configs that cannot serve
     Case("verify config with an empty model", ["verify", "c.yaml", "--python", "{python}"], 2, "model",

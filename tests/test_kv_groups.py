@@ -311,7 +311,7 @@ def test_hybrids_it_cannot_cost_are_never_plain_attention():
     nemotron = {"model_type": "nemotron_h", "num_hidden_layers": 4, "num_attention_heads": 4,
                 "num_key_value_heads": 2, "head_dim": 32, "hybrid_override_pattern": "M-M*"}
     assert kv_bytes_per_token(nemotron) is None
-    assert unmodelled_attention(nemotron) == "hybrid layers (hybrid_override_pattern) of model type nemotron_h"
+    assert unmodelled_attention(nemotron) == "state or hybrid layers (hybrid_override_pattern) of model type nemotron_h"
     assert kv_bytes_per_token({**QWEN3_NEXT, "model_type": "qwen3_5"}) is None
 
 
@@ -326,7 +326,7 @@ def test_a_hybrid_it_cannot_cost_gets_no_layout_either(tmp_path):
               "mamba_expand": 2, "torch_dtype": "bfloat16"}
     (tmp_path / "config.json").write_text(json.dumps(config))
     info = read_model_info(str(tmp_path))
-    assert info.unmodelled_attention == "hybrid layers (mamba_d_state) of model type jamba"
+    assert info.unmodelled_attention == "state or hybrid layers (mamba_d_state) of model type jamba"
     assert info.layer_windows is None and info.kv_bytes_per_token is None
     assert not info.plain_attention(True) and not info.plain_attention(False)
 
@@ -414,3 +414,39 @@ def test_falcon_h1_has_an_attention_and_a_state_layer_in_every_layer():
     assert layout.layers_per_group == 24 and layout.windows == (None, State(1))
     # the tiny Falcon-H1 of the real tests: 48 blocks of four 32 KiB pages serve 5888, prefix caching off
     assert candidate_layouts((None,) * 4 + (State(),) * 4, (1,))[0].longest_held(48, 128, 4096) == 5888
+
+
+LFM2_1_2B = {"architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "num_hidden_layers": 16, "hidden_size": 2048,
+             "num_attention_heads": 32, "num_key_value_heads": 8, "conv_L_cache": 3, "conv_dim": 2048,
+             "block_dim": 2048, "full_attn_idxs": [2, 5, 8, 10, 12, 14], "max_position_embeddings": 128000,
+             "torch_dtype": "bfloat16"}
+"""LiquidAI/LFM2-1.2B's config.json (the keys read here), as quoted verbatim in public repositories' tests (a
+Rust port's LFM2_HF_CONFIG_JSON, "read from the Hub"; an NPU port's HF_LFM2_1_2B, 2026): no layer_types,
+the attention layers named by full_attn_idxs. LFM2.5 configs name `layer_types` ("conv", "full_attention")
+with full_attn_idxs null."""
+
+
+def test_lfm2_short_convolutions_are_state_layers():
+    """vLLM's lfm2.py: a layer is attention where layer_types says "full_attention", else a short convolution
+    whose state is (conv_L_cache - 1) x conv_dim in the model's dtype (short_conv_state_shape), no SSM state;
+    without layer_types, transformers makes the layers of full_attn_idxs attention. LFM2-MoE's convolutions
+    are hidden_size wide (lfm2_moe.py). Six attention layers and ten convolutions: groups of six layers,
+    one attention group and two state groups (issue 30)."""
+    spans = layer_windows(LFM2_1_2B)
+    assert spans is not None and [i for i, span in enumerate(spans) if span is None] == [2, 5, 8, 10, 12, 14]
+    assert spans.count(State()) == 10 and unmodelled_attention(LFM2_1_2B) is None
+    assert mamba_state(LFM2_1_2B) == (2 * 2048 * 2, 0)
+    named = {**LFM2_1_2B, "full_attn_idxs": None,
+             "layer_types": ["full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv" for i in range(16)]}
+    assert layer_windows(named) == spans
+    moe = {**named, "model_type": "lfm2_moe", "conv_dim": None, "hidden_size": 1024}
+    assert mamba_state(moe) == (2 * 1024 * 2, 0) and layer_windows(moe) == spans
+    layout = candidate_layouts(spans, (1,))[0]
+    assert layout.layers_per_group == 6 and layout.windows == (State(1), State(1), None)
+    # a layer type vLLM would read as a convolution but this tool does not know, or no conv_dim: not costed
+    assert unmodelled_attention({**named, "layer_types": ["mystery"] * 16}) == "layer types mystery"
+    assert layer_windows({**named, "layer_types": ["mystery"] * 16}) is None
+    assert "whose sizes config.json does not give" in str(unmodelled_attention({**LFM2_1_2B, "conv_dim": None}))
+    # a pure mamba model (attention-free): never costed as plain attention
+    assert unmodelled_attention({"model_type": "mamba", "num_hidden_layers": 24, "hidden_size": 768,
+                                 "state_size": 16, "conv_kernel": 4, "expand": 2}) is not None

@@ -9,7 +9,7 @@ DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the 
 Granite 4.0-H (three mamba2 layers, one attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP,
 mamba2, attention), Falcon-H1 (attention and a mamba2 mixer side by side in each of four layers), Zamba2
 (a mamba2 mixer in each layer, the shared attention block beside one), Qwen3-Next (three gated DeltaNet
-layers, one attention layer) and LFM2 (short convolutions and one attention layer: not costed, the fallback).
+layers, one attention layer) and LFM2 (three short-convolution layers, one attention layer).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -22,6 +22,7 @@ are the tool's.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -105,6 +106,7 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
     ("granite4h", 20000, 32, 161),  # three mamba groups of one block + cdiv(20000, 128) + the null block
     ("falcon_h1", 20000, 128, 159),  # one attention group of 4 layers, one mamba group: 157 + 1 + 1 of 128 KiB
     ("zamba2", 20000, 128, 162),     # four mamba groups of one layer, one attention: 157 + 4 + 1 of 128 KiB
+    ("lfm2", 20000, 32, 164),        # prefix caching on: 3 convolution groups of 2 blocks + 157 + the null block
     # prefix caching on: 3 DeltaNet groups of 2 blocks + cdiv(15000, 640) + 1
     pytest.param("qwen3_next", 15000, 160, 31, marks=FLOAT32_STATE),
 ])
@@ -178,16 +180,18 @@ def test_phi3_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp
     ("zamba2", "llm", False, 5504),           # a mamba2 mixer in each layer, attention beside the hybrid one: 43 + 4
     ("zamba2", "serve", False, 5504),
     ("nemotron_h", "serve", False, 24192),
+    ("lfm2", "llm", False, 24064),            # 192 pages: 3 convolution groups of one block, 188 attention
+    ("lfm2", "serve", True, 23680),           # prefix caching on (the default): 2 blocks a convolution group
     pytest.param("qwen3_next", "llm", False, 21760, marks=FLOAT32_STATE),  # 640-token blocks, 3 + 34
     pytest.param("qwen3_next", "llm", True, 19840, marks=FLOAT32_STATE),   # prefix caching on: 2 a group, 6 + 31
     pytest.param("qwen3_next", "serve", True, 19840, marks=FLOAT32_STATE),
 ])
 def test_state_layers_hold_their_blocks_whatever_the_length(vllm_python, families, real_env, tmp_path, family, via,
                                                            caching, expected):
-    """Each mamba or DeltaNet group holds a fixed count of blocks (one; two for DeltaNet with prefix caching
-    on); vLLM raises the attention block until its page holds a state (640 tokens for the 131 KiB ones, the
-    recurrent state in float32 on a CPU with AVX-512 BF16). Checked outside the tool: L served, L + 1
-    refused (issue 30: 2 launches before)."""
+    """Each mamba, DeltaNet or short-convolution group holds a fixed count of blocks (one; two for DeltaNet
+    and LFM2's convolutions with prefix caching on); vLLM raises the attention block until its page holds a
+    state (640 tokens for the 131 KiB ones, the recurrent state in float32 on a CPU with AVX-512 BF16).
+    Checked outside the tool: L served, L + 1 refused (issue 30: 2 launches before)."""
     env = dict(real_env)
     if via == "serve":
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
@@ -198,15 +202,24 @@ def test_state_layers_hold_their_blocks_whatever_the_length(vllm_python, familie
 
 @pytest.mark.parametrize("via", ["llm", "serve"])
 def test_a_hybrid_it_cannot_cost_takes_vllms_fit_and_proves_it(vllm_python, families, real_env, tmp_path, via):
-    """LFM2 (short-convolution layers and attention; a layout this tool does not cost): vLLM's own numbers,
-    then a proof (offline: auto-fit, then one step above; served: vLLM's estimate from the full length,
-    then that length). Checked outside the tool: 24064 served, 24065 refused. Unmodelled hybrids were once
-    laid out as full attention from config.json (a tiny Zamba2: a first length of 2944 where 5504 serves,
-    14 launches; issue 30, 2026-12-05)."""
+    """A hybrid whose layers the tool cannot cost: the tiny LFM2 with its convolution layers' type renamed
+    "linear_attention" (transformers accepts the name; vLLM's lfm2.py reads every type but "full_attention"
+    as a convolution; for the tool an LFM2 linear-attention layer is unknown, and it refuses to guess). vLLM's
+    own numbers, then a proof (offline: auto-fit, then one step above; served: vLLM's estimate from the
+    full length, then that length): 24064 in 2 launches, as LFM2 itself was before its convolutions were
+    costed (24064 served, 24065 refused, checked outside the tool). Every hybrid that vLLM 0.32 runs on
+    this CPU is now costed (Jamba crashes it), hence the renamed type. Unmodelled hybrids were once laid
+    out as full attention from config.json (a tiny Zamba2: a first length of 2944 where 5504 serves, 14
+    launches; issue 30, 2026-12-05)."""
+    model = tmp_path / "lfm2-unknown-layer-type"
+    shutil.copytree(families / "lfm2", model)
+    config = json.loads((model / "config.json").read_text())
+    config["layer_types"] = ["linear_attention" if kind == "conv" else kind for kind in config["layer_types"]]
+    (model / "config.json").write_text(json.dumps(config))
     env = dict(real_env)
     if via == "serve":
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
-    report = search(vllm_python, families / "lfm2", env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
+    report = search(vllm_python, model, env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
                     *NO_PREFIX_CACHING, via=via)
     assert report["fit"]["max_model_len"] == 24064 and report["launches"] == 2, trials(report)
 

@@ -12,11 +12,13 @@ from ..logs.kv_groups import Chunk, Span, State
 from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_config
 from .hybrid_layers import (
     DELTANET_MODEL_TYPES,
+    SHORT_CONV_MODEL_TYPES,
     STATE_MODEL_TYPES,
     chunked_layers,
     falcon_h1_layers,
     mamba_state,
     nemotron_layers,
+    short_conv_layers,
     zamba2_config,
     zamba2_layers,
 )
@@ -105,7 +107,8 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     types = config.get("layer_types")
     known = {"full_attention", "sliding_attention", "chunked_attention"}
     if mamba_state(config) is not None:
-        known |= {"mamba", "linear_attention", "attention"}
+        known |= {"conv"} if str(config.get("model_type", "")) in SHORT_CONV_MODEL_TYPES else {
+            "mamba", "linear_attention", "attention"}
     kinds = sorted({str(kind) for kind in types} - known) if isinstance(types, list) else []
     if kinds:
         return "layer types %s" % ", ".join(kinds[:4])
@@ -114,14 +117,20 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
             config.get("attention_chunk_size"), config.get("model_type") or "unknown")
     markers = [key for key in HYBRID_MARKERS if config.get(key) is not None]
     if markers and mamba_state(config) is None:
-        return "hybrid layers (%s) of model type %s" % (", ".join(markers[:2]), config.get("model_type") or "unknown")
+        return "state or hybrid layers (%s) of model type %s" % (", ".join(markers[:2]),
+                                                                  config.get("model_type") or "unknown")
+    spans = layer_windows(config)
+    if spans is not None and any(isinstance(span, State) for span in spans) and mamba_state(config) is None:
+        return "state layers of model type %s whose sizes config.json does not give" % config.get("model_type")
     return None
 
 
 HYBRID_MARKERS = ("full_attention_interval", "hybrid_override_pattern", "layers_block_type", "attn_type_list",
-                  "linear_attn_config", "mamba_d_state", "ssm_cfg", "attn_layer_indices", "linear_num_value_heads")
+                  "linear_attn_config", "mamba_d_state", "ssm_cfg", "attn_layer_indices", "linear_num_value_heads",
+                  "state_size")
 """Keys by which hybrid configs (Qwen3-Next, Nemotron-H, Zamba2, MiniMax, Kimi Linear, Granite, Jamba,
-Falcon-H1 ...) say that some layers are not attention: never costed as plain attention."""
+Falcon-H1 ...) and attention-free ones (Mamba, Mamba2, FalconMamba: `state_size`) say that some layers are
+not attention: never costed as plain attention."""
 
 
 def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
@@ -141,6 +150,8 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     if str(config.get("model_type", "")) in STATE_MODEL_TYPES:  # Granite 4.0-H names them as its hub config does
         spans.update({"mamba": State(), "linear_attention": State(), "attention": None})
     types = config.get("layer_types")
+    if str(config.get("model_type", "")) in SHORT_CONV_MODEL_TYPES:
+        return short_conv_layers(config, layers)
     if isinstance(types, list) and len(types) == layers:
         if any(kind not in spans or (kind in ("sliding_attention", "chunked_attention") and spans[kind] is None)
                for kind in types):
@@ -181,7 +192,8 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_num_heads": 1 << 20, "mamba_head_dim": 1 << 20, "linear_num_key_heads": 1 << 20,
            "linear_num_value_heads": 1 << 20, "linear_key_head_dim": 1 << 20, "linear_value_head_dim": 1 << 20,
            "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24, "n_mamba_heads": 1 << 20,
-           "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20}
+           "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
+           "conv_dim": 1 << 24}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 

@@ -1,6 +1,6 @@
 """Layers that are not plain attention, as vLLM 0.32 lays them out: Llama 4's chunked local layers, and
-the state layers of mamba2 (Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2) and gated DeltaNet (Qwen3-Next,
-Qwen3.5) hybrids:
+the state layers of mamba2 (Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2), gated DeltaNet (Qwen3-Next,
+Qwen3.5) and short-convolution (LFM2) hybrids:
 which layers they are, and how large one layer's state is (read from config.json without importing
 transformers or vLLM; kv_groups.py says how vLLM groups and counts them)."""
 
@@ -13,14 +13,16 @@ from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_co
 
 DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 """Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
+SHORT_CONV_MODEL_TYPES = frozenset({"lfm2", "lfm2_moe"})
+"""Short-convolution hybrids (vLLM's lfm2.py and lfm2_moe.py: short_conv_state_shape)."""
 ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, "falcon_h1": 3, "zamba2": 3,
-                        **{kind: 2 for kind in DELTANET_MODEL_TYPES}}
+                        **{kind: 2 for kind in DELTANET_MODEL_TYPES}, **{kind: 2 for kind in SHORT_CONV_MODEL_TYPES}}
 """Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
 mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
 STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
 """Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py),
-Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py), Zamba2's (zamba2.py) and the gated DeltaNet
-layers of Qwen3-Next and Qwen3.5 (qwen3_next.py, qwen3_5.py)."""
+Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py), Zamba2's (zamba2.py), the gated DeltaNet
+layers of Qwen3-Next and Qwen3.5 (qwen3_next.py, qwen3_5.py) and LFM2's short convolutions (lfm2.py)."""
 
 
 def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
@@ -29,9 +31,12 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     (d_conv - 1) x (inner + 2 x groups x d_state) and heads x head_dim x d_state, inner being expand x
     hidden (Granite), Falcon-H1's mamba_d_ssm, or heads x head_dim (Nemotron-H); gated DeltaNet
     (gated_delta_net_state_shape): (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and v_heads x
-    v_dim x k_dim. None where config.json lacks a number or the model is not one this tool costs."""
+    v_dim x k_dim; a short convolution (short_conv_state_shape): (L_cache - 1) x conv_dim, no SSM state.
+    None where config.json lacks a number or the model is not one this tool costs."""
     config = zamba2_config(text_config(config))
     kind = str(config.get("model_type", ""))
+    if kind in SHORT_CONV_MODEL_TYPES:
+        return _short_conv_state(config)
     keys = MAMBA_KEYS.get("deltanet" if kind in DELTANET_MODEL_TYPES else kind, ())
     values: List[int] = [int(config[key]) for key in keys if positive_int(config.get(key))]
     dtype = model_dtype_bytes(config)
@@ -47,6 +52,35 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     if inner is None:
         return None
     return (d_conv - 1) * (inner + 2 * groups * d_state) * dtype, heads * head_dim * d_state
+
+
+def _short_conv_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+    """LFM2's conv state: (conv_L_cache - 1) x conv_dim in the model's dtype (LFM2-MoE: hidden_size wide);
+    conv_L_cache is 3 where config.json names none (transformers' default)."""
+    width = config.get("hidden_size" if config.get("model_type") == "lfm2_moe" else "conv_dim")
+    kernel = config.get("conv_L_cache")
+    kernel, dtype = 3 if kernel is None else kernel, model_dtype_bytes(config)
+    if not isinstance(width, int) or not isinstance(kernel, int) or not positive_int(width) or kernel < 2 \
+            or dtype is None:
+        return None
+    return (kernel - 1) * width * dtype, 0
+
+
+def short_conv_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span, ...]]:
+    """LFM2 (vLLM's lfm2.py): `layer_types` names each layer "full_attention" or "conv"; without it
+    transformers makes the layers in `full_attn_idxs` attention (every layer where it is absent too)."""
+    if str(config.get("model_type", "")) not in SHORT_CONV_MODEL_TYPES:
+        return None
+    types, indexes = config.get("layer_types"), config.get("full_attn_idxs")
+    if isinstance(types, list):
+        if len(types) != layers or any(kind not in ("full_attention", "conv") for kind in types):
+            return None
+        return tuple(None if kind == "full_attention" else State() for kind in types)
+    if indexes is None:
+        return (None,) * layers
+    if not isinstance(indexes, list) or any(not isinstance(i, int) or isinstance(i, bool) for i in indexes):
+        return None
+    return tuple(None if i in indexes else State() for i in range(layers))
 
 
 def _falcon_h1_inner(config: Dict[str, Any]) -> Optional[int]:
