@@ -203,11 +203,17 @@ def test_a_round_boundary_that_gives_one_bit_a_launch_is_found_in_few_launches()
 
 
 def test_a_request_failing_with_blocks_to_spare_is_not_walked_down_a_granule():
-    """The pool holds the length and 29 blocks more (1.01x): not the KV cache's edge, so no granule step."""
+    """The pool holds the length and 29 blocks more (1.01x): not the KV cache's edge, so no granule step, not
+    even after a shorter length served with the same pool (its hint reaches past the failure: it says
+    nothing about where the failure begins)."""
     first = Observation(32768, 32768, Outcome.REQUEST_FAILED, hint=33232, block_size=16)
     assert first.fails_with_room and not first.fails_everywhere
-    proposed = Predict(LengthSpace(1024, 32768, 256)).propose([first])
+    space = LengthSpace(1024, 32768, 256)
+    proposed = Predict(space).propose([first])
     assert proposed is not None and 1024 < proposed <= 16384 and proposed % 256 == 0
+    served = Observation(proposed, proposed, Outcome.OK, hint=33232, block_size=16)
+    following = Predict(space).propose([first, served])
+    assert following is not None and proposed < following < 32512 and following % 256 == 0
 
 
 def test_an_auto_fit_start_that_hung_bounds_the_search_like_the_full_length_would():

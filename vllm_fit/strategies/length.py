@@ -142,8 +142,8 @@ class Predict(LengthStrategy):
         if last.fails_below_pool and (last.fails_everywhere or last.fails_with_room
                                       or sum(o.fails_below_pool for o in history) > 1):
             return None  # the pool is not the limit: one granule down at most once (at its edge), then bisect
-        if last.hint >= top and _bounded_by_a_hang(history, top + self.space.granularity, self.space.highest):
-            return None  # the pool reaches past a length that hung: it says nothing about where the hang begins
+        if last.hint >= top and _bounded_by_one_bit(history, top + self.space.granularity, self.space.highest):
+            return None  # the pool reaches past a length that hung or failed with room: it says nothing about it
         candidate = max(self.space.lowest, self.space.floor(min(last.hint, top)))
         if candidate in bracket(history).tried:
             return None
@@ -166,14 +166,6 @@ def _bounded_by_one_bit(history: Sequence[Observation], length: int, highest: in
     holding it with room to spare: that failure says nothing about where it begins."""
     shortest = _shortest_failure(history, length, highest)
     return shortest is not None and (shortest.outcome is Outcome.TIMEOUT or shortest.fails_with_room)
-
-
-def _bounded_by_a_hang(history: Sequence[Observation], length: int, highest: int) -> bool:
-    """The shortest length ruled out at or below `length` failed for a reason other than its pool (a start
-    that hung, a request that failed far below what the pool held)."""
-    shortest = _shortest_failure(history, length, highest)
-    return shortest is not None and (shortest.outcome is Outcome.TIMEOUT or (
-        shortest.fails_below_pool and shortest.fails_everywhere))
 
 
 class Bisect(LengthStrategy):
