@@ -97,6 +97,9 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                               mamba_expand=2,
                               layers_block_type=["mamba", "hybrid", "mamba", "mamba"], num_mem_blocks=1,
                               use_shared_attention_adapter=False, max_position_embeddings=32768)),
+    # Mamba2 (Mamba-Codestral's architecture): attention-free, one state per request whatever its length
+    "mamba2": ("Mamba2", dict(num_hidden_layers=4, num_heads=8, head_dim=32, expand=2, state_size=16, n_groups=1,
+                              conv_kernel=4)),
     # LFM2: short-convolution layers and one attention layer
     "lfm2": ("Lfm2", dict(num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"],
                           block_auto_adjust_ff_dim=False, block_ff_dim=256, max_position_embeddings=32768)),
@@ -113,6 +116,7 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "qwen3_next": {"layer_types": None, "full_attention_interval": 4},  # Qwen/Qwen3-Next-80B-A3B-*
     "nemotron_h": {"layers_block_type": None, "hybrid_override_pattern": "M-M*", "num_hidden_layers": 4},
     "zamba2": {"layers_block_type": ["mamba", "hybrid", "mamba", "mamba"]},  # Zyphra/Zamba2-*: mamba, hybrid
+    "mamba2": {"num_attention_heads": None, "num_key_value_heads": None, "intermediate_size": None},
     "lfm2": {"conv_dim": 128, "block_dim": 128},  # LiquidAI/LFM2-*: both = hidden_size; vLLM 0.32 reads them
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},

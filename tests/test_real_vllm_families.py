@@ -9,7 +9,8 @@ DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the 
 Granite 4.0-H (three mamba2 layers, one attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP,
 mamba2, attention), Falcon-H1 (attention and a mamba2 mixer side by side in each of four layers), Zamba2
 (a mamba2 mixer in each layer, the shared attention block beside one), Qwen3-Next (three gated DeltaNet
-layers, one attention layer) and LFM2 (three short-convolution layers, one attention layer).
+layers, one attention layer), LFM2 (three short-convolution layers, one attention layer) and Mamba2
+(attention-free).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -222,6 +223,20 @@ def test_a_hybrid_it_cannot_cost_takes_vllms_fit_and_proves_it(vllm_python, fami
     report = search(vllm_python, model, env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
                     *NO_PREFIX_CACHING, via=via)
     assert report["fit"]["max_model_len"] == 24064 and report["launches"] == 2, trials(report)
+
+
+def test_an_attention_free_mamba2_model_is_not_bounded_by_its_cache(vllm_python, families, real_env, tmp_path):
+    """Mamba2 (Mamba-Codestral's architecture): no attention, one state per request whatever its length, so
+    the KV cache never bounds max_model_len: the whole --max-len in one launch, proven by its full-length
+    request (the tool does not cost state-only models: vLLM's start and the request decide). Its config.json
+    names no maximum length, so --max-len is required (exit 2 before any launch without it)."""
+    report = search(vllm_python, families / "mamba2", real_env, tmp_path, "--kv-cache-memory", KV_6MIB,
+                    "--granularity", 1, "--max-len", 32768)
+    assert report["fit"]["max_model_len"] == 32768 and report["launches"] == 1, trials(report)
+    refused = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "mamba2"),
+                              "--no-cache", "--kv-cache-memory", str(KV_6MIB)], env=real_env, capture_output=True,
+                             text=True, timeout=300)
+    assert refused.returncode == 2 and "--max-len" in refused.stderr, refused.stderr[-2000:]
 
 
 def test_granite4h_crash_names_prefix_caching(vllm_python, families, real_env, tmp_path):
