@@ -120,6 +120,7 @@ CASES = [
           ("with a mamba inner size as text", {"model_type": "falcon_h1", "mamba_d_ssm": "3072"}, "mamba_d_ssm"),
           ("with -64 mamba heads", {"model_type": "zamba2", "n_mamba_heads": -64}, "n_mamba_heads"),
           ("with a convolution 1e9 wide", {"model_type": "lfm2", "conv_dim": 10 ** 9}, "conv_dim"),
+          ("with a convolution kernel of 0", {"model_type": "lfm2", "conv_L_cache": 0}, "conv_L_cache"),
       ]],
     # --- verify configs that cannot serve
     Case("verify config with an empty model", ["verify", "c.yaml", "--python", "{python}"], 2, "model",
