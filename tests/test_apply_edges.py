@@ -210,6 +210,22 @@ def test_values_from_outside_the_file_are_refused_naming_them(tmp_path, text, wo
     assert (tmp_path / "c.yaml").read_text() == text
 
 
+@pytest.mark.parametrize("args", [
+    '[org/m, --max-model-len, $(LEN), --max-num-batched-tokens, $(LEN)]',
+    '["vllm serve org/m --max-model-len ${LEN} --max-num-batched-tokens ${LEN}"]',
+])
+def test_a_variable_the_length_shares_with_another_option_is_refused_naming_both_values(tmp_path, args):
+    command = '      command: ["/bin/sh", "-c"]\n' if "vllm serve" in args else ""
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n    - name: v\n"
+            "      image: vllm/vllm-openai:v0.32.0\n%s      args: %s\n"
+            "      env: [{name: LEN, value: \"8192\"}]\n" % (command, args))
+    write(tmp_path, "c.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert "would also change --max-num-batched-tokens 8192 -> 16384" in done.stderr, done.stderr
+    assert (tmp_path / "c.yaml").read_text() == text
+
+
 def test_an_unreadable_unrelated_service_does_not_block_the_file(tmp_path):
     text = ("services:\n  broken:\n    image: vllm/vllm-openai:latest\n    command: 'other --x \"unclosed'\n"
             "  v:\n    image: vllm/vllm-openai:latest\n    command: >\n      org/m\n      --max-model-len 4096\n")

@@ -65,9 +65,16 @@ def _check_fit(file: str, old: Server, edited: Server, fit: Fit) -> None:
     rest = [(k, v) for k, v in old.effective() if k not in settings]
     rest_after = [(k, v) for k, v in edited.effective() if k not in settings]
     if rest != rest_after or edited.names != old.names or edited.model != old.model:
-        changed = sorted(set(rest_after) ^ set(rest))
-        raise BadInput("%s, %s: the edit would also change %s; it is left as it is"
-                       % (file, edited.where, ", ".join("%s %s" % (k, v) for k, v in changed[:3]) or "its names"))
+        raise BadInput("%s, %s: the edit would also change %s (a value shared with the one the fit sets: give"
+                       " that one its own value or variable); it is left as it is"
+                       % (file, edited.where, _changes(rest, rest_after) or "its names"))
+
+
+def _changes(before: Sequence[Tuple[str, str]], after: Sequence[Tuple[str, str]]) -> str:
+    """The options whose values differ, as "--option old -> new" (at most three)."""
+    was, now = dict(before), dict(after)
+    keys = [k for k in dict.fromkeys([k for k, _ in before] + [k for k, _ in after]) if was.get(k) != now.get(k)]
+    return ", ".join("%s %s -> %s" % (k, was.get(k, "(absent)"), now.get(k, "(absent)")) for k in keys[:3])
 
 
 def _inside(path: str, region: str) -> bool:
