@@ -9,7 +9,7 @@ that broke the YAML, is caught). Otherwise nothing is written.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BadInput, one_line
 from .deployment import Deployment, read_deployment
@@ -70,11 +70,16 @@ def _check_fit(file: str, old: Server, edited: Server, fit: Fit) -> None:
                        % (file, edited.where, _changes(rest, rest_after) or "its names"))
 
 
-def _changes(before: Sequence[Tuple[str, str]], after: Sequence[Tuple[str, str]]) -> str:
-    """The options whose values differ, as "--option old -> new" (at most three)."""
+def _changes(before: Sequence[Tuple[str, Optional[str]]], after: Sequence[Tuple[str, Optional[str]]]) -> str:
+    """The options whose values differ, as "--option old -> new" (at most three; a flag has no value)."""
     was, now = dict(before), dict(after)
-    keys = [k for k in dict.fromkeys([k for k, _ in before] + [k for k, _ in after]) if was.get(k) != now.get(k)]
-    return ", ".join("%s %s -> %s" % (k, was.get(k, "(absent)"), now.get(k, "(absent)")) for k in keys[:3])
+
+    def shown(values: Dict[str, Optional[str]], key: str) -> str:
+        return "(absent)" if key not in values else "(flag)" if values[key] is None else str(values[key])
+
+    keys = [k for k in dict.fromkeys([k for k, _ in before] + [k for k, _ in after])
+            if (k in was, was.get(k)) != (k in now, now.get(k))]
+    return ", ".join("%s %s -> %s" % (k, shown(was, k), shown(now, k)) for k in keys[:3])
 
 
 def _inside(path: str, region: str) -> bool:
