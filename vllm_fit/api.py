@@ -1,11 +1,11 @@
-"""The one-call Python API, for notebooks and CI scripts: `vllm_fit.strategies`, `vllm_fit.apply`, `vllm_fit.verify`.
+"""The one-call Python API, for notebooks and CI scripts: `vllm_fit.search`, `vllm_fit.apply`, `vllm_fit.verify`.
 
 The same checks and the same errors as the commands (the exceptions of errors.py: BadInput,
 EnvironmentProblem, Interrupted ...; their `exit_code` is the command's), the same option names as a
 fleet file (the search options in snake_case), nothing printed unless a listener is given.
 
     import vllm_fit
-    report = vllm_fit.strategies("/models/llama-3.1-8b", max_len=65536, gpu_memory_utilization=0.9, out="llama.yaml")
+    report = vllm_fit.search("/models/llama-3.1-8b", max_len=65536, gpu_memory_utilization=0.9, out="llama.yaml")
     print(report.fit.max_model_len if report.fit else report.stop_reason)
 """
 
