@@ -8,7 +8,7 @@ from typing import Optional
 from vllm_fit.logs.capacity import CapacityFacts
 from vllm_fit.outcome import Outcome
 from vllm_fit.strategies import round_lengths
-from vllm_fit.strategies.base import LengthSpace, Observation
+from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
 from vllm_fit.strategies.length import Predict
 from vllm_fit.strategies.objectives import LongestAtFixedMemory
 from vllm_fit.strategies.pool_line import pool_points, secant_length
@@ -46,6 +46,16 @@ def test_no_memory_for_the_cache_at_a_long_length_is_not_yet_nothing_fits():
     history.append(obs(SPACE.lowest, Outcome.NO_KV_MEMORY))
     assert objective.propose(history) is None
     assert "no memory is left for the KV cache" in objective.why_nothing_fits(history)
+
+
+def test_no_memory_for_the_cache_at_an_auto_fit_start_is_not_yet_nothing_fits():
+    """Auto-fit profiles at the model's full length: no KV memory there said "nothing fits" after one
+    launch where 14096 tokens serve (a simulated vLLM 0.32 world, seed 779); the shortest comes next."""
+    objective = LongestAtFixedMemory(Predict(SPACE, use_autofit=True), utilization=0.95)
+    history = [Observation(AUTO, None, Outcome.NO_KV_MEMORY)]
+    assert objective.propose(history).max_model_len == SPACE.lowest
+    history.append(obs(SPACE.lowest, Outcome.NO_KV_MEMORY))
+    assert objective.propose(history) is None
 
 
 def test_a_request_failing_far_below_its_pool_is_bisected_not_walked_down():

@@ -111,6 +111,13 @@ class Observation:
         return self.length is not None and (self.outcome in GLOBAL_LENGTH_FAILURES or (
             self.fails_below_pool and self.pool_holds(FAR_BELOW_POOL)))
 
+    def no_memory_at_or_below(self, lowest: int) -> bool:
+        """No memory at all for the KV cache, at a length no longer than `lowest`: no length can help.
+        An auto-fit start sized its profile at the model's full length, so its failure says nothing
+        about shorter ones (a profile that grows with the length leaves them memory)."""
+        tried = self.length if self.length is not None else (None if self.requested == AUTO else self.requested)
+        return self.outcome is Outcome.NO_KV_MEMORY and tried is not None and tried <= lowest
+
     @property
     def fails_length(self) -> bool:
         return self.outcome in LENGTH_FAILURES and not (self.outcome is Outcome.OOM and
@@ -191,8 +198,7 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
         if use_hints and obs.hint is not None and obs.started:
             ceilings.add((max(obs.pool_at or 0, obs.length),
                           max(obs.hint, obs.length if obs.outcome is Outcome.OK else 0)))
-    no_memory = any(obs.outcome is Outcome.NO_KV_MEMORY and (obs.length is None or obs.length <= lowest)
-                    for obs in history)
+    no_memory = any(obs.no_memory_at_or_below(lowest) for obs in history)
     return Bracket(proven_ok, frozenset(failures), frozenset(ceilings), frozenset(tried), no_memory)
 
 

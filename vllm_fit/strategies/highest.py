@@ -71,7 +71,7 @@ class LongestAtHighestUtilization(Objective):
         if Outcome.OK in outcomes:
             return True
         lowest = self.strategy.space.lowest
-        if any(o.outcome is Outcome.NO_KV_MEMORY and (o.length or 0) <= lowest for o in level) or (
+        if any(o.no_memory_at_or_below(lowest) for o in level) or (
                 level and self.strategy.propose(self._view(history, index)) is None):
             return False
         return None
