@@ -38,6 +38,17 @@ def test_a_pool_that_does_not_shrink_leaves_the_hint_in_charge():
     assert Predict(SPACE).propose(history) == 8960
 
 
+def test_a_fixed_kv_size_never_reads_as_a_pool_that_shrinks():
+    """vLLM 0.28, Gemma 3 at 6 MiB: the too-long start's estimate gives a pessimistic 3840, the start at
+    3840 an exact 3968. With kv_cache_memory_bytes the pool is the same at every length, so the two are not
+    a shrinking line (whose crossing, 3967, cost a launch): 3968 is next."""
+    space = LengthSpace(1, 32768, 1)
+    history = [Observation(32768, 32768, Outcome.KV_TOO_SMALL, hint=3840, kv_fixed=True),
+               Observation(3840, 3840, Outcome.OK, hint=3968, kv_fixed=True, fixed_pool_bound=3968)]
+    assert pool_points(history) == [] and secant_length(space, history) is None
+    assert Predict(space).propose(history) == 3968
+
+
 def test_no_memory_for_the_cache_at_a_long_length_is_not_yet_nothing_fits():
     """A profile that grows with max_model_len can leave nothing at 32768 and plenty at 128."""
     objective = LongestAtFixedMemory(Predict(SPACE), utilization=0.84)

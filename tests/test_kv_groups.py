@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from vllm_fit.logs.capacity import hint_is_exact, max_len_hint
 from vllm_fit.logs.kv_groups import (
     Chunk,
@@ -112,6 +114,26 @@ def test_the_hint_of_an_autofit_that_kept_a_short_default_is_its_pool():
     assert max_len_hint(Outcome.OK, facts, V032_CPU, 128, plain_attention=False, layouts=layouts) == 4864
     assert hint_is_exact(Outcome.OK, facts, V032_CPU, False, layouts)
     assert not hint_is_exact(Outcome.OK, facts, V032_CPU, False, ())
+
+
+V028_CPU = Regime.of("0.28.0", cpu=True)
+
+
+@pytest.mark.parametrize("spans, length, tokens, served", [
+    ((4096, None), 16128, 16212, 16129),  # Gemma 2: 16128 served, 16144 hung at the request
+    ((512,) * 5 + (None,), 3840, 3985, 3968),  # Gemma 3: 3968 served, 3984 refused at the start
+    ((Chunk(512),) * 3 + (None,), 10624, 10679, 10625),  # Llama 4: 10624 served, 10640 hung
+    ((State(),) * 2 + (None, State()), 24064, 24189, 24065),  # Granite 4.0-H: 24065 served, 24066 hung
+])
+def test_a_pool_before_0_29_holds_the_prompt_beside_the_null_block(spans, length, tokens, served):
+    """vLLM 0.28 (CPU, LLM, 6 MiB: 192 blocks of 128 tokens, 4096 in flight): the start check counts the
+    length in every block, the full-length request its L - 1 prompt tokens beside the null block; the
+    trial's token figure picks the layout, whose limit is then exact (measured: scripts/boundary.py)."""
+    facts = CapacityFacts(kv_cache_tokens=tokens, concurrency_len=length, num_blocks=192, block_size=128,
+                          in_flight_tokens=4096)
+    layouts = candidate_layouts(spans, state_blocks=(1,))
+    assert max_len_hint(Outcome.OK, facts, V028_CPU, 128, plain_attention=False, layouts=layouts) == served
+    assert hint_is_exact(Outcome.OK, facts, V028_CPU, False, layouts)
 
 
 def _space(highest: int = 32768) -> LengthSpace:

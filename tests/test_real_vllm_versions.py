@@ -17,7 +17,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import BLOCK_BYTES, plan_for
+from conftest import BLOCK_BYTES, ROOT, plan_for
 
 from vllm_fit.outcome import Outcome
 from vllm_fit.prepare.request import Via
@@ -68,6 +68,30 @@ def test_over_the_maximum_is_too_long_for_model_and_the_fit_serves_over_http(ver
         "kv_cache_memory_bytes": 40 * BLOCK_BYTES})
     assert served.outcome is Outcome.OK, served.detail
     assert served.request["http"]["usage"][0]["total_tokens"] == expected
+
+
+def test_a_sliding_window_hybrid_pool_is_read_in_the_versions_rules(version, vllm_python, tiny_model, real_env,
+                                                                     tmp_path):
+    """Gemma 3's five sliding groups and one full group (the tiny family model) at 6 MiB, 192 blocks of
+    128: on 0.20-0.28 the start check counts 3968 in all 192 blocks (3969 is refused at the start) and
+    the request's 3967 prompt tokens take 191 beside the null block (measured with scripts/boundary.py).
+    The first served pool names the limit, so no launch above it is needed."""
+    if not (0, 20, 0) <= version < (0, 29, 0):
+        pytest.skip("0.29+ is the main suite's (test_real_vllm_families.py); before 0.20 the CPU pool is whole GiB")
+    families = tmp_path / "families"
+    subprocess.run([vllm_python, str(ROOT / "scripts" / "make_family_models.py"), str(families), str(tiny_model),
+                    "gemma3"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    report_path = tmp_path / "report.json"
+    done = subprocess.run(
+        [vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "gemma3"), "--engine-arg",
+         "enforce_eager=true", "--kv-cache-memory", "6MiB", "--granularity", "1", "--trial-timeout", "240",
+         "--report", str(report_path)], env=real_env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_path.read_text())
+    trials = [(t["engine_args"]["max_model_len"], t["outcome"]) for t in report["trials"]]
+    assert report["fit"]["max_model_len"] == 3968 and report["proven"] is True, trials
+    assert report["launches"] <= 3, trials
 
 
 LARGE_KV = {"num_hidden_layers": 16, "num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 256}

@@ -63,9 +63,10 @@ def layout_len(facts: CapacityFacts, regime: Regime, block_size: int, layouts: S
     """The longest length a started trial's pool holds by vLLM's KV cache groups, where the candidate
     layouts that reproduce its printed figures agree; None otherwise.
 
-    From 0.29 the start check and the admission gate count the same blocks (null block included), so
-    any layout's need says it. Before 0.29 (V1, from 0.20.1 where the token figure is exact) only a
-    layout whose one group is sized as full attention is read: its request is plain attention's."""
+    From 0.29 the start check and the admission gate count the same blocks (null block included);
+    before (V1, from 0.20.1 where the token figure is exact), the start check counts the length in
+    every block and the request its prompt beside the null block (measured on vLLM 0.28 with mamba2,
+    chunked local and sliding-window layers)."""
     blocks, length = facts.num_blocks, facts.concurrency_len
     if not layouts or not regime.v1 or not blocks or not length:
         return None
@@ -77,11 +78,7 @@ def layout_len(facts: CapacityFacts, regime: Regime, block_size: int, layouts: S
     pairs = calibrated(layouts, in_flight, block_size, blocks, length, tokens, facts.max_concurrency)
     if not pairs:
         return None
-    if regime.null_block_in_start_check:
-        return agreed_longest(pairs, block_size, blocks)
-    if any(layout.slides for layout, _ in pairs):
-        return None
-    return regime.servable_len(blocks, block_size)
+    return agreed_longest(pairs, block_size, blocks, null_block_in_start_check=regime.null_block_in_start_check)
 
 
 def request_blocks(facts: CapacityFacts, regime: Regime) -> Optional[int]:

@@ -88,15 +88,23 @@ class KvLayout:
                 total += cdiv(min(window - 1 + in_flight, length), block_size) + 1
         return total
 
-    def longest_held(self, blocks: int, block_size: int, in_flight: int, limit: int = LONGEST) -> int:
-        """The longest max_model_len a pool of `blocks` starts and serves (one block is the null block)."""
-        usable = blocks - 1
-        if usable <= 0 or self.request_blocks(1, block_size, in_flight) > usable:
+    def longest_held(self, blocks: int, block_size: int, in_flight: int, limit: int = LONGEST,
+                     null_block_in_start_check: bool = True) -> int:
+        """The longest max_model_len a pool of `blocks` starts and serves (one block is the null block).
+        From 0.29 the start check counts L tokens and the null block; before, it counts L tokens in
+        all the blocks, while the full-length request (L - 1 prompt tokens) needs the null block too."""
+        def held(length: int) -> bool:
+            if null_block_in_start_check:
+                return self.request_blocks(length, block_size, in_flight) <= blocks - 1
+            return (self.request_blocks(length, block_size, in_flight) <= blocks
+                    and self.request_blocks(max(1, length - 1), block_size, in_flight) <= blocks - 1)
+
+        if blocks <= 1 or not held(1):
             return 0
         low, high = 1, limit
         while low < high:
             middle = (low + high + 1) // 2
-            if self.request_blocks(middle, block_size, in_flight) <= usable:
+            if held(middle):
                 low = middle
             else:
                 high = middle - 1
@@ -187,9 +195,10 @@ def calibrated(layouts: Iterable[KvLayout], in_flight: Iterable[int], block_size
 
 
 def agreed_longest(pairs: Sequence[Tuple[KvLayout, int]], block_size: int, blocks: int,
-                   limit: int = LONGEST) -> Optional[int]:
+                   limit: int = LONGEST, null_block_in_start_check: bool = True) -> Optional[int]:
     """The longest length a pool of `blocks` holds, where every calibrated pair agrees (else None)."""
-    answers = {layout.longest_held(blocks, block_size, tokens_in_flight, limit) for layout, tokens_in_flight in pairs}
+    answers = {layout.longest_held(blocks, block_size, tokens_in_flight, limit, null_block_in_start_check)
+               for layout, tokens_in_flight in pairs}
     return answers.pop() if len(answers) == 1 else None
 
 

@@ -71,6 +71,8 @@ class Observation:
     fixed_pool_bound: Optional[int] = None
     """With the KV size fixed (the same pool at every length): the pool's own limit, exact from vLLM's
     numbers; nothing longer starts and serves at this memory."""
+    kv_fixed: bool = False
+    """kv_cache_memory_bytes sized the pool: the same at every length, so it never shrinks with it."""
     held: Optional[float] = None
     """How many requests of `length` vLLM said the pool holds at once (its "Maximum concurrency" line at
     this length), where it printed one: 0.20.1+ prints no block count, so a request that failed has no hint."""

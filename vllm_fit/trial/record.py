@@ -127,7 +127,8 @@ class TrialRecord:
             else None,
             held=facts.max_concurrency if self.length and facts.concurrency_len == self.length else None,
             fixed_pool_bound=self.hint if self.hint_exact and self.hint is not None
-            and self.llm_kwargs.get("kv_cache_memory_bytes") is not None else None)
+            and self.llm_kwargs.get("kv_cache_memory_bytes") is not None else None,
+            kv_fixed=self.llm_kwargs.get("kv_cache_memory_bytes") is not None)
 
     def to_json(self) -> Dict[str, Any]:
         """The record for the JSON report and the journal (secrets already removed)."""
