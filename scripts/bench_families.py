@@ -4,6 +4,7 @@ The tiny family models of scripts/make_family_models.py (MLA, Llama 4's chunked 
 gated DeltaNet hybrids, Gemma 2), each question on both entry points; run it once with this checkout and
 once with an older one (`--root`) to put the two side by side. Every case runs the CLI as users do.
 Usage: .venv/bin/python scripts/bench_families.py [--root CHECKOUT] [--markdown FILE]
+Another vLLM version: run it with that environment's interpreter (.cache/vllm-envs/0.28.0/bin/python).
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ CASES: List[Tuple[str, str, str, Tuple[str, ...]]] = [
     ("Qwen3-Next (gated DeltaNet), 6 MiB", "qwen3_next", "serve", ("--kv-cache-memory", "6MiB")),
     ("Qwen3-Next, least KV for 15000", "qwen3_next", "llm", ("--target-len", "15000", "--search", "kv-cache-memory",
                                                              "--kv-granularity", "160KiB")),
+    ("Gemma 2 (sliding and full groups), 6 MiB", "gemma2", "llm", ("--kv-cache-memory", "6MiB")),
+    ("Gemma 3 (five sliding groups, one full), 6 MiB", "gemma3", "llm", ("--kv-cache-memory", "6MiB")),
+    ("Gemma 3 (five sliding groups, one full), 6 MiB", "gemma3", "serve", ("--kv-cache-memory", "6MiB")),
     ("Gemma 2, least KV for 4000", "gemma2", "llm", ("--target-len", "4000", "--search", "kv-cache-memory",
                                                      "--kv-granularity", "32KiB")),
 ]
