@@ -136,6 +136,17 @@ def test_a_pool_before_0_29_holds_the_prompt_beside_the_null_block(spans, length
     assert hint_is_exact(Outcome.OK, facts, V028_CPU, False, layouts)
 
 
+@pytest.mark.parametrize("estimate, served", [(16256, 16129), (3968, 3968), (10752, 10625), (24192, 24065)])
+def test_a_too_long_error_before_0_29_gives_a_length_that_serves(estimate, served):
+    """vLLM 0.28's estimate (Gemma 2, Gemma 3, Llama 4, Granite 4.0-H at 6 MiB, the same measurements)
+    ends a block and ignores the null block: one block shorter plus the prompt's token always serves,
+    and is the limit where one full-attention group grows with the length; it is never called exact."""
+    facts = CapacityFacts(estimated_max_len=estimate, error_max_model_len=32768)
+    hint = max_len_hint(Outcome.KV_TOO_SMALL, facts, V028_CPU, 128, plain_attention=False)
+    assert hint == estimate - 127 and hint <= served
+    assert not hint_is_exact(Outcome.KV_TOO_SMALL, facts, V028_CPU, False)
+
+
 def _space(highest: int = 32768) -> LengthSpace:
     return LengthSpace(1, highest, 1)
 

@@ -1,7 +1,7 @@
 """From one trial's facts to the longest max_model_len its KV pool starts and serves (the search's hint).
 
 vLLM's own numbers, read through the version's rules (regime.py): a too-long error carries an
-estimate (0.9.1+; before 0.29 it ignores the null block, so it is one block too long to serve),
+estimate (0.9.1+; before 0.29 it ignores the null block, so up to one block too long to serve),
 the token capacity (V0), or only the needed and available GiB (0.7-0.9.0); a successful start
 carries its block count and, with auto-fit, the length vLLM chose.
 """
@@ -42,7 +42,9 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
             return estimate  # the estimate serves as it is
         if plain_attention:  # 0.8-0.28: the estimate fills every block; one is the null block
             return regime.servable_len(regime.estimate_blocks(estimate, block_size), block_size)
-        return max(0, estimate - block_size)
+        # any layout: the estimate ends a block, and one block shorter the prompt (L - 1 tokens) needs at
+        # least one block fewer, which is the null block's; the pool may hold more (measured on 0.28)
+        return max(0, estimate - block_size + 1)
     if facts.error_capacity_tokens is not None:  # V0: the capacity in tokens is blocks x block size
         regime = dataclasses.replace(regime, engine=Engine.V0)  # only V0 prints this error
         blocks = facts.num_blocks if facts.num_blocks else facts.error_capacity_tokens // block_size
