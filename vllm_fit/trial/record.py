@@ -114,7 +114,8 @@ class TrialRecord:
             facts.available_kv_gib * GIB if facts.available_kv_gib is not None else None)
         if kv_bytes is None and self.outcome is Outcome.KV_TOO_SMALL and facts.error_available_kv_gib:
             kv_bytes = facts.error_available_kv_gib * GIB  # the pool a too-long start had: a point on the line
-        if self.llm_kwargs.get("kv_cache_memory_bytes") is not None and self.outcome is not Outcome.KV_TOO_SMALL:
+        kv_fixed = self.llm_kwargs.get("kv_cache_memory_bytes") is not None
+        if kv_fixed and self.outcome is not Outcome.KV_TOO_SMALL:
             kv_bytes = float(self.llm_kwargs["kv_cache_memory_bytes"])
         return Observation(
             requested=self.requested_len, length=self.length, outcome=self.outcome, hint=self.hint,
@@ -126,9 +127,8 @@ class TrialRecord:
             request_blocks=request_blocks(facts, self.regime) if self.length and facts.concurrency_len == self.length
             else None,
             held=facts.max_concurrency if self.length and facts.concurrency_len == self.length else None,
-            fixed_pool_bound=self.hint if self.hint_exact and self.hint is not None
-            and self.llm_kwargs.get("kv_cache_memory_bytes") is not None else None,
-            kv_fixed=self.llm_kwargs.get("kv_cache_memory_bytes") is not None)
+            fixed_pool_bound=self.hint if self.hint_exact and self.hint is not None and kv_fixed else None,
+            kv_fixed=kv_fixed)
 
     def to_json(self) -> Dict[str, Any]:
         """The record for the JSON report and the journal (secrets already removed)."""
