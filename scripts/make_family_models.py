@@ -3,7 +3,8 @@
 Random weights saved by transformers (so vLLM loads real weights, the path users take), the tiny
 Llama's tokenizer, and per-layer KV pages of 32 KiB on the CPU backend (2 KV heads of dimension 32,
 bfloat16, 128-token blocks), like the tiny Llama; DeepSeek-V2's MLA latent is 576 wide (the only
-width the CPU MLA kernel takes), Granite 4.0-H adds mamba2 layers and Qwen3-Next gated DeltaNet ones.
+width the CPU MLA kernel takes), Granite 4.0-H adds mamba2 layers, Jamba mamba ones and Qwen3-Next gated
+DeltaNet ones.
 Run it with the vLLM environment's interpreter:
     python scripts/make_family_models.py OUT_DIR TOKENIZER_DIR [FAMILY ...]
 A family whose folder holds a finished model is left as it is.
@@ -97,6 +98,12 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                               mamba_expand=2,
                               layers_block_type=["mamba", "hybrid", "mamba", "mamba"], num_mem_blocks=1,
                               use_shared_attention_adapter=False, max_position_embeddings=32768)),
+    # Jamba: mamba (v1) layers, attention on every fourth from the third (attn_layer_period/offset, as
+    # ai21labs/AI21-Jamba-* name them), experts on every other layer
+    "jamba": ("Jamba", dict(num_hidden_layers=4, attn_layer_period=4, attn_layer_offset=2, expert_layer_period=2,
+                            expert_layer_offset=1, num_experts=2, num_experts_per_tok=1, mamba_d_state=16,
+                            mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=8, use_mamba_kernels=False,
+                            max_position_embeddings=32768)),
     # Mamba2 (Mamba-Codestral's architecture): attention-free, one state per request whatever its length
     "mamba2": ("Mamba2", dict(num_hidden_layers=4, num_heads=8, head_dim=32, expand=2, state_size=16, n_groups=1,
                               conv_kernel=4)),

@@ -349,17 +349,17 @@ def test_hybrids_it_cannot_cost_are_never_plain_attention():
 
 
 def test_a_hybrid_it_cannot_cost_gets_no_layout_either(tmp_path):
-    """Jamba (mamba v1 layers, attention every attn_layer_period-th; its keys as ai21labs' Jamba configs name
-    them): no layer spans, so no KV cache groups and no first length from a fixed KV size. A tiny Zamba2's
-    four layers, before Zamba2 was costed, were laid out as full attention: a first length of 2944 where
-    5504 serves, and 14 launches (issue 30)."""
-    config = {"model_type": "jamba", "num_hidden_layers": 32, "hidden_size": 4096, "num_attention_heads": 32,
-              "num_key_value_heads": 8, "attn_layer_offset": 4, "attn_layer_period": 8, "expert_layer_offset": 1,
-              "expert_layer_period": 2, "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_dt_rank": 256,
-              "mamba_expand": 2, "torch_dtype": "bfloat16"}
+    """MiniMax-Text-01 (lightning attention on seven layers of eight, softmax on the eighth, named by
+    attn_type_list; its keys as MiniMaxAI's config names them): no layer spans, so no KV cache groups and no
+    first length from a fixed KV size. A tiny Zamba2's four layers, before Zamba2 was costed, were laid out
+    as full attention: a first length of 2944 where 5504 serves, and 14 launches (issue 30). (Jamba was
+    this example until its mamba layers were costed.)"""
+    config = {"model_type": "minimax", "num_hidden_layers": 8, "hidden_size": 6144, "num_attention_heads": 64,
+              "num_key_value_heads": 8, "head_dim": 128, "attn_type_list": [0, 0, 0, 0, 0, 0, 0, 1],
+              "torch_dtype": "bfloat16"}
     (tmp_path / "config.json").write_text(json.dumps(config))
     info = read_model_info(str(tmp_path))
-    assert info.unmodelled_attention == "state or hybrid layers (mamba_d_state) of model type jamba"
+    assert info.unmodelled_attention == "state or hybrid layers (attn_type_list) of model type minimax"
     assert info.layer_windows is None and info.kv_bytes_per_token is None
     assert not info.plain_attention(True) and not info.plain_attention(False)
 
@@ -447,6 +447,35 @@ def test_falcon_h1_has_an_attention_and_a_state_layer_in_every_layer():
     assert layout.layers_per_group == 24 and layout.windows == (None, State(1))
     # the tiny Falcon-H1 of the real tests: 48 blocks of four 32 KiB pages serve 5888, prefix caching off
     assert candidate_layouts((None,) * 4 + (State(),) * 4, (1,))[0].longest_held(48, 128, 4096) == 5888
+
+
+JAMBA_1_5_MINI = {"architectures": ["JambaForCausalLM"], "model_type": "jamba", "attn_layer_offset": 4,
+                  "attn_layer_period": 8, "expert_layer_offset": 1, "expert_layer_period": 2, "hidden_size": 4096,
+                  "intermediate_size": 14336, "mamba_d_conv": 4, "mamba_d_state": 16, "mamba_dt_rank": 256,
+                  "mamba_expand": 2, "max_position_embeddings": 262144, "num_attention_heads": 32,
+                  "num_experts": 16, "num_hidden_layers": 32, "num_key_value_heads": 8}
+"""ai21labs/AI21-Jamba-1.5-Mini's config.json (the keys read here), as a public repository's test helper quotes
+it with its hub address (a model zoo's get_jamba builder, 2025); Jamba-v0.1's has the same shape."""
+
+
+def test_jamba_keeps_a_mamba_state_in_seven_layers_of_eight():
+    """vLLM's jamba.py reads transformers' layers_block_type: attention where index % attn_layer_period ==
+    attn_layer_offset (8 and 4 by default), mamba (v1) elsewhere, whose state is (d_conv - 1) x inner in the
+    model's dtype and inner x d_state, inner = expand x hidden (mamba1_state_shape). 4 attention layers, 28
+    mamba: groups of four layers, seven state groups and one attention group. Before, Jamba was not costed
+    (vLLM's auto-fit, then a launch above it)."""
+    spans = layer_windows(JAMBA_1_5_MINI)
+    assert spans is not None and [i for i, span in enumerate(spans) if span is None] == [4, 12, 20, 28]
+    assert spans.count(State()) == 28 and unmodelled_attention(JAMBA_1_5_MINI) is None
+    assert kv_bytes_per_token(JAMBA_1_5_MINI) is None
+    assert mamba_state({**JAMBA_1_5_MINI, "torch_dtype": "bfloat16"}) == (3 * 8192 * 2, 8192 * 16)
+    defaults = {key: value for key, value in JAMBA_1_5_MINI.items() if not key.startswith("attn_layer")}
+    assert layer_windows(defaults) == spans
+    layout = candidate_layouts(spans, (1,))[0]
+    assert layout.layers_per_group == 4 and layout.windows == (State(1),) * 7 + (None,)
+    assert mamba_state({**JAMBA_1_5_MINI, "mamba_d_state": None}) is None
+    odd = {**JAMBA_1_5_MINI, "attn_layer_offset": -1}
+    assert layer_windows(odd) is None and "placed in a way this tool does not read" in str(unmodelled_attention(odd))
 
 
 LFM2_1_2B = {"architectures": ["Lfm2ForCausalLM"], "model_type": "lfm2", "num_hidden_layers": 16, "hidden_size": 2048,

@@ -9,8 +9,8 @@ DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the 
 Granite 4.0-H (three mamba2 layers, one attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP,
 mamba2, attention), Falcon-H1 (attention and a mamba2 mixer side by side in each of four layers), Zamba2
 (a mamba2 mixer in each layer, the shared attention block beside one), Qwen3-Next (three gated DeltaNet
-layers, one attention layer), LFM2 (three short-convolution layers, one attention layer) and Mamba2
-(attention-free).
+layers, one attention layer), LFM2 (three short-convolution layers, one attention layer), Jamba (three mamba
+layers, one attention layer; its requests crash vLLM's CPU kernel) and Mamba2 (attention-free).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -209,8 +209,8 @@ def test_a_hybrid_it_cannot_cost_takes_vllms_fit_and_proves_it(vllm_python, fami
     own numbers, then a proof (offline: auto-fit, then one step above; served: vLLM's estimate from the
     full length, then that length): 24064 in 2 launches, as LFM2 itself was before its convolutions were
     costed (24064 served, 24065 refused, checked outside the tool). Every hybrid that vLLM 0.32 runs on
-    this CPU is now costed (Jamba crashes it), hence the renamed type. Unmodelled hybrids were once laid
-    out as full attention from config.json (a tiny Zamba2: a first length of 2944 where 5504 serves, 14
+    this CPU is now costed (Jamba too, whose requests crash it), hence the renamed type. Unmodelled hybrids
+    were once laid out as full attention from config.json (a tiny Zamba2: a first length of 2944 where 5504 serves, 14
     launches; issue 30, 2026-12-05)."""
     model = tmp_path / "lfm2-unknown-layer-type"
     shutil.copytree(families / "lfm2", model)
@@ -255,6 +255,30 @@ def test_granite4h_crash_names_prefix_caching(vllm_python, families, real_env, t
     assert "layers/mamba/mamba_mixer2.py" in report["trials"][0]["detail"]
     assert report["diagnosis"]["engine_argument"] == "enable_prefix_caching=false"
     assert "--engine-arg enable_prefix_caching=false" in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("via, caching, expected", [("llm", False, 24064), ("serve", True, 23680)])
+def test_jamba_starts_at_vllms_own_fit_and_its_cpu_crash_is_no_fit(vllm_python, families, real_env, tmp_path, via,
+                                                                   caching, expected):
+    """Jamba (mamba v1 layers, attention on one of four here): its states are costed, so the first launch is the
+    length vLLM's own auto-fit chooses for 6 MiB (24064, prefix caching off; 23680 on: two blocks a mamba
+    group), and vLLM refused one token more at the start (outside the tool, 2026-12-05). vLLM 0.32's CPU mamba
+    v1 kernel crashes on every request (mamba_mixer.py reads a 3-D conv weight), so on this machine the
+    trial is a crash and nothing fits (exit 1): never a fit. That the request limit equals the start check's
+    rests on the other state families (same groups, measured) and vLLM's source, not on a Jamba request."""
+    env = dict(real_env)
+    if via == "serve":
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    report_path = tmp_path / "report.json"
+    done = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "jamba"),
+                           "--engine-arg", "enforce_eager=true", "--via", via, "--no-cache", "--report",
+                           str(report_path), "--kv-cache-memory", str(KV_6MIB), "--granularity", "1",
+                           *(() if caching else NO_PREFIX_CACHING)], env=env, capture_output=True, text=True,
+                          timeout=900)
+    report = json.loads(report_path.read_text())
+    assert done.returncode == 1 and report["fit"] is None, done.stderr[-3000:]
+    assert trials(report) == [(expected, "crash")]
+    assert report["trials"][0]["capacity"]["num_blocks"] == 192
 
 
 def test_granite4h_explore_serves_with_prefix_caching_off(vllm_python, families, real_env, tmp_path):

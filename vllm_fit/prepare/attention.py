@@ -16,6 +16,7 @@ from .hybrid_layers import (
     STATE_MODEL_TYPES,
     chunked_layers,
     falcon_h1_layers,
+    jamba_layers,
     mamba_state,
     nemotron_layers,
     short_conv_layers,
@@ -122,6 +123,8 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     spans = layer_windows(config)
     if spans is not None and any(isinstance(span, State) for span in spans) and mamba_state(config) is None:
         return "state layers of model type %s whose sizes config.json does not give" % config.get("model_type")
+    if spans is None and str(config.get("model_type", "")) in STATE_MODEL_TYPES:
+        return "state layers of model type %s placed in a way this tool does not read" % config.get("model_type")
     return None
 
 
@@ -165,6 +168,8 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
         return falcon_h1_layers(config, layers)
     if str(config.get("model_type", "")) == "zamba2":
         return zamba2_layers(config, layers)
+    if str(config.get("model_type", "")) == "jamba":
+        return jamba_layers(config, layers)
     if str(config.get("model_type", "")) in DELTANET_MODEL_TYPES:  # transformers: full attention every n-th layer
         interval = config.get("full_attention_interval", 4)
         if not positive_int(interval):
@@ -191,9 +196,9 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_d_state": 1 << 20, "mamba_n_groups": 1 << 20, "mamba_d_conv": 1 << 10, "mamba_expand": 1 << 10,
            "mamba_num_heads": 1 << 20, "mamba_head_dim": 1 << 20, "linear_num_key_heads": 1 << 20,
            "linear_num_value_heads": 1 << 20, "linear_key_head_dim": 1 << 20, "linear_value_head_dim": 1 << 20,
-           "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24, "n_mamba_heads": 1 << 20,
-           "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
-           "conv_dim": 1 << 24}
+           "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24, "attn_layer_period": 100000,
+           "n_mamba_heads": 1 << 20, "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20,
+           "conv_L_cache": 1 << 10, "conv_dim": 1 << 24}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 

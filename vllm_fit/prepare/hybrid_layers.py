@@ -1,6 +1,6 @@
 """Layers that are not plain attention, as vLLM 0.32 lays them out: Llama 4's chunked local layers, and
-the state layers of mamba2 (Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2), gated DeltaNet (Qwen3-Next,
-Qwen3.5) and short-convolution (LFM2) hybrids:
+the state layers of mamba (Jamba), mamba2 (Granite 4.0-H, Nemotron-H, Falcon-H1, Zamba2), gated DeltaNet
+(Qwen3-Next, Qwen3.5) and short-convolution (LFM2) hybrids:
 which layers they are, and how large one layer's state is (read from config.json without importing
 transformers or vLLM; kv_groups.py says how vLLM groups and counts them)."""
 
@@ -15,14 +15,16 @@ DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_tex
 """Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
 SHORT_CONV_MODEL_TYPES = frozenset({"lfm2", "lfm2_moe"})
 """Short-convolution hybrids (vLLM's lfm2.py and lfm2_moe.py: short_conv_state_shape)."""
-ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, "falcon_h1": 3, "zamba2": 3,
+ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, "falcon_h1": 3, "zamba2": 3, "jamba": 2,
                         **{kind: 2 for kind in DELTANET_MODEL_TYPES}, **{kind: 2 for kind in SHORT_CONV_MODEL_TYPES}}
 """Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
-mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU)."""
+mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU), Jamba's
+at the start only (its mamba v1 layers take no checkpoint; the CPU kernel crashes on its requests)."""
 STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
-"""Hybrids whose state layers this tool costs: Granite 4.0-H's mamba2 layers (vLLM's granitemoehybrid.py),
-Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py), Zamba2's (zamba2.py), the gated DeltaNet
-layers of Qwen3-Next and Qwen3.5 (qwen3_next.py, qwen3_5.py) and LFM2's short convolutions (lfm2.py)."""
+"""Hybrids whose state layers this tool costs: Jamba's mamba layers (vLLM's jamba.py), Granite 4.0-H's
+mamba2 layers (vLLM's granitemoehybrid.py), Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py),
+Zamba2's (zamba2.py), the gated DeltaNet layers of Qwen3-Next and Qwen3.5 (qwen3_next.py, qwen3_5.py) and
+LFM2's short convolutions (lfm2.py)."""
 
 
 def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
@@ -31,12 +33,15 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     (d_conv - 1) x (inner + 2 x groups x d_state) and heads x head_dim x d_state, inner being expand x
     hidden (Granite), Falcon-H1's mamba_d_ssm, or heads x head_dim (Nemotron-H); gated DeltaNet
     (gated_delta_net_state_shape): (kernel - 1) x (2 x k_heads x k_dim + v_heads x v_dim) and v_heads x
-    v_dim x k_dim; a short convolution (short_conv_state_shape): (L_cache - 1) x conv_dim, no SSM state.
+    v_dim x k_dim; a short convolution (short_conv_state_shape): (L_cache - 1) x conv_dim, no SSM state;
+    mamba (mamba1_state_shape): (d_conv - 1) x inner and inner x d_state, inner being expand x hidden.
     None where config.json lacks a number or the model is not one this tool costs."""
     config = zamba2_config(text_config(config))
     kind = str(config.get("model_type", ""))
     if kind in SHORT_CONV_MODEL_TYPES:
         return _short_conv_state(config)
+    if kind == "jamba":
+        return _mamba1_state(config)
     keys = MAMBA_KEYS.get("deltanet" if kind in DELTANET_MODEL_TYPES else kind, ())
     values: List[int] = [int(config[key]) for key in keys if positive_int(config.get(key))]
     dtype = model_dtype_bytes(config)
@@ -64,6 +69,30 @@ def _short_conv_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
             or dtype is None:
         return None
     return (kernel - 1) * width * dtype, 0
+
+
+def _mamba1_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
+    """Jamba's mamba state (jamba.py, mamba1_state_shape): a conv state of (mamba_d_conv - 1) x inner in the
+    model's dtype and an SSM state of inner x mamba_d_state, inner being mamba_expand x hidden_size."""
+    keys = ("mamba_expand", "hidden_size", "mamba_d_state", "mamba_d_conv")
+    values = [int(config[key]) for key in keys if positive_int(config.get(key))]
+    dtype = model_dtype_bytes(config)
+    if len(values) != len(keys) or dtype is None:
+        return None
+    expand, hidden, d_state, d_conv = values
+    inner = expand * hidden
+    return (d_conv - 1) * inner * dtype, inner * d_state
+
+
+def jamba_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span, ...]]:
+    """Jamba (transformers' JambaConfig.layers_block_type, which vLLM's jamba.py reads): attention on the
+    layers where index % attn_layer_period == attn_layer_offset (8 and 4 where config.json names none),
+    mamba on the others."""
+    period, offset = config.get("attn_layer_period", 8), config.get("attn_layer_offset", 4)
+    if not isinstance(period, int) or not positive_int(period) or not isinstance(offset, int) \
+            or isinstance(offset, bool) or offset < 0:
+        return None
+    return tuple(None if i % period == offset else State() for i in range(layers))
 
 
 def short_conv_layers(config: Dict[str, Any], layers: int) -> Optional[Tuple[Span, ...]]:
