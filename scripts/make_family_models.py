@@ -104,6 +104,10 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                             expert_layer_offset=1, num_experts=2, num_experts_per_tok=1, mamba_d_state=16,
                             mamba_d_conv=4, mamba_expand=2, mamba_dt_rank=8, use_mamba_kernels=False,
                             max_position_embeddings=32768)),
+    # LFM2-MoE: LFM2's layers, hidden_size-wide convolutions, experts after the first dense layer
+    "lfm2_moe": ("Lfm2Moe", dict(num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"],
+                                 num_dense_layers=1, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=64,
+                                 max_position_embeddings=32768)),
     # Mamba2 (Mamba-Codestral's architecture): attention-free, one state per request whatever its length
     "mamba2": ("Mamba2", dict(num_hidden_layers=4, num_heads=8, head_dim=32, expand=2, state_size=16, n_groups=1,
                               conv_kernel=4)),

@@ -9,13 +9,14 @@ DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the 
 Granite 4.0-H (three mamba2 layers, one attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP,
 mamba2, attention), Falcon-H1 (attention and a mamba2 mixer side by side in each of four layers), Zamba2
 (a mamba2 mixer in each layer, the shared attention block beside one), Qwen3-Next (three gated DeltaNet
-layers, one attention layer), LFM2 (three short-convolution layers, one attention layer), Jamba (three mamba
-layers, one attention layer; its requests crash vLLM's CPU kernel) and Mamba2 (attention-free).
+layers, one attention layer), LFM2 and LFM2-MoE (three short-convolution layers, one attention layer),
+Jamba (three mamba layers, one attention layer; its requests crash vLLM's CPU kernel) and Mamba2
+(attention-free).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
 Every answer below was checked outside the tool once (2026-12-04; Llama 4, DeepSeek-V2, Falcon-H1, Zamba2,
-LFM2 2026-12-05): vLLM itself served L and refused L + 1 at the same KV size (`scripts/boundary.py --via
+LFM2, LFM2-MoE 2026-12-05): vLLM itself served L and refused L + 1 at the same KV size (`scripts/boundary.py --via
 llm`, one launch each); the served answers were checked the same way with `--via serve`. The launch counts
 are the tool's.
 """
@@ -183,6 +184,8 @@ def test_phi3_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp
     ("nemotron_h", "serve", False, 24192),
     ("lfm2", "llm", False, 24064),            # 192 pages: 3 convolution groups of one block, 188 attention
     ("lfm2", "serve", True, 23680),           # prefix caching on (the default): 2 blocks a convolution group
+    ("lfm2_moe", "llm", False, 24064),        # LFM2's layers with experts: the same groups (its convolutions are
+    ("lfm2_moe", "serve", True, 23680),       # hidden_size wide, 1 KiB: the attention block stays 128)
     pytest.param("qwen3_next", "llm", False, 21760, marks=FLOAT32_STATE),  # 640-token blocks, 3 + 34
     pytest.param("qwen3_next", "llm", True, 19840, marks=FLOAT32_STATE),   # prefix caching on: 2 a group, 6 + 31
     pytest.param("qwen3_next", "serve", True, 19840, marks=FLOAT32_STATE),
