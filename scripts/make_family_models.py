@@ -32,6 +32,18 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     "gemma3": ("Gemma3Text", dict(num_hidden_layers=6, sliding_window=512, max_position_embeddings=32768,
                                   query_pre_attn_scalar=32, rope_scaling=None,
                                   layer_types=["sliding_attention"] * 5 + ["full_attention"])),
+    # Gemma 4 (text): 5 sliding layers to 1 full whose heads are twice as wide (global_head_dim), so its
+    # page is twice the sliding ones' and vLLM gives the sliding groups blocks of twice the tokens
+    "gemma4": ("Gemma4Text", dict(num_hidden_layers=6, sliding_window=512, max_position_embeddings=32768,
+                                  global_head_dim=64, hidden_size_per_layer_input=0, vocab_size_per_layer_input=4096,
+                                  layer_types=["sliding_attention"] * 5 + ["full_attention"])),
+    # Gemma 4 as the small hub models: the last layers reuse earlier layers' KV cache (num_kv_shared_layers),
+    # and with attention_k_eq_v the global layers have num_global_key_value_heads (here 1 of 64: one page)
+    "gemma4_shared": ("Gemma4Text", dict(num_hidden_layers=8, sliding_window=512, max_position_embeddings=32768,
+                                         global_head_dim=64, num_global_key_value_heads=1, attention_k_eq_v=True,
+                                         num_kv_shared_layers=2, hidden_size_per_layer_input=0,
+                                         vocab_size_per_layer_input=4096,
+                                         layer_types=(["sliding_attention"] * 3 + ["full_attention"]) * 2)),
     # Phi-3-mini-128k: LongRoPE, original 4096, a window longer than any length
     "phi3": ("Phi3", dict(num_hidden_layers=2, sliding_window=262144, max_position_embeddings=32768,
                           original_max_position_embeddings=4096,
@@ -129,6 +141,8 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "zamba2": {"layers_block_type": ["mamba", "hybrid", "mamba", "mamba"]},  # Zyphra/Zamba2-*: mamba, hybrid
     "mamba2": {"num_attention_heads": None, "num_key_value_heads": None, "intermediate_size": None},
     "lfm2": {"conv_dim": 128, "block_dim": 128},  # LiquidAI/LFM2-*: both = hidden_size; vLLM 0.32 reads them
+    "gemma4": {"per_layer_config": None, "global_head_dim": 64},  # google/gemma-4-*: global_head_dim
+    "gemma4_shared": {"per_layer_config": None, "global_head_dim": 64, "num_global_key_value_heads": 1},
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }

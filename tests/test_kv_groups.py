@@ -16,12 +16,14 @@ from vllm_fit.logs.kv_groups import (
     agreed_longest,
     calibrated,
     candidate_layouts,
+    cdiv,
     hybrid_layout,
     in_flight_options,
+    tokens_line,
 )
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
-from vllm_fit.prepare.attention import unmodelled_attention
+from vllm_fit.prepare.attention import layer_page_shapes, unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
 from vllm_fit.prepare.hybrid_layers import mamba_state, ssm_dtype_bytes
 from vllm_fit.prepare.modelinfo import (
@@ -447,6 +449,81 @@ def test_falcon_h1_has_an_attention_and_a_state_layer_in_every_layer():
     assert layout.layers_per_group == 24 and layout.windows == (None, State(1))
     # the tiny Falcon-H1 of the real tests: 48 blocks of four 32 KiB pages serve 5888, prefix caching off
     assert candidate_layouts((None,) * 4 + (State(),) * 4, (1,))[0].longest_held(48, 128, 4096) == 5888
+
+
+GEMMA4_26B_A4B = {"model_type": "gemma4_text", "hidden_size": 2816, "num_hidden_layers": 30, "num_attention_heads": 16,
+                  "num_key_value_heads": 8, "num_global_key_value_heads": 2, "head_dim": 256, "global_head_dim": 512,
+                  "sliding_window": 1024, "attention_k_eq_v": True, "max_position_embeddings": 262144,
+                  "layer_types": ["full_attention" if i % 6 == 5 else "sliding_attention" for i in range(30)],
+                  "torch_dtype": "bfloat16"}
+"""google/gemma-4-26B-A4B's attention numbers as a public repository's design notes quote them (GEMMA4_26B_CONFIG:
+8 KV heads on sliding layers, 2 on global ones, K = V; full attention on layers 5, 11, 17, 23, 29)."""
+GEMMA4_E2B = {"model_type": "gemma4_text", "hidden_size": 1536, "num_hidden_layers": 35, "num_attention_heads": 8,
+              "num_key_value_heads": 1, "head_dim": 256, "global_head_dim": 512, "sliding_window": 512,
+              "num_kv_shared_layers": 20, "attention_k_eq_v": False, "torch_dtype": "bfloat16",
+              "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(35)]}
+"""google/gemma-4-E2B's as public repositories quote them (a training guide: head_dim 256, global_head_dim 512,
+full attention on layers 4, 9, ..., 34; a notebook's tests: 35 layers, 1 KV head, 20 KV-shared layers)."""
+
+
+def test_gemma4_global_layers_have_pages_of_their_own():
+    """Gemma 4's full-attention layers take global_head_dim (and, with attention_k_eq_v,
+    num_global_key_value_heads): their page differs from the sliding layers', and vLLM raises the smaller
+    pages' block until every page is equal (unify_kv_cache_spec_page_size). 26B-A4B: sliding 8 x 256, global
+    2 x 512 (half the page: blocks of twice the tokens); groups of five layers, five sliding and one global.
+    E2B: the last 20 layers reuse earlier layers' caches, so 15 keep one (12 sliding, 3 global, whose page is
+    twice the sliding one). Before: every layer costed with head_dim, the first length off (2 launches)."""
+    spans = layer_windows(GEMMA4_26B_A4B)
+    assert spans is not None and spans.count(None) == 5 and unmodelled_attention(GEMMA4_26B_A4B) is None
+    shapes = layer_page_shapes(GEMMA4_26B_A4B)
+    assert shapes is not None and shapes[5] == (2, 2 * 512 * 2) and shapes[0] == (8, 2 * 256 * 2)
+    layout = candidate_layouts(spans, (1,), [1 if span else 2 for span in spans])
+    assert layout == (KvLayout((1024,) * 5 + (None,), 5, "hybrid", (1,) * 5 + (2,)),)
+    assert layout[0].request_blocks(8192, 16, 2048) == 5 * (cdiv(1023 + 2048, 16) + 1) + cdiv(8192, 32)
+    e2b = layer_windows(GEMMA4_E2B)
+    assert e2b is not None and len(e2b) == 15 and [i for i, span in enumerate(e2b) if span is None] == [4, 9, 14]
+    assert layer_page_shapes(GEMMA4_E2B) == tuple((1, 2 * (512 if span is None else 256) * 2) for span in e2b)
+    assert kv_bytes_per_token({**GEMMA4_E2B, "layer_types": None, "model_type": "gemma3_text"}) == 15 * 1024
+    # without attention_k_eq_v the global KV heads stay num_key_value_heads; no global_head_dim: 512
+    assert layer_page_shapes({**GEMMA4_26B_A4B, "attention_k_eq_v": False})[5] == (8, 2 * 512 * 2)
+    unnamed = {key: value for key, value in GEMMA4_26B_A4B.items() if key != "global_head_dim"}
+    assert layer_page_shapes(unnamed)[5] == (2, 2 * 512 * 2)
+    # transformers' own per_layer_config, and keys in it this tool does not read
+    listed = {**GEMMA4_26B_A4B, "per_layer_config": {"5": {"head_dim": 128}}}
+    assert layer_page_shapes(listed)[5] == (8, 2 * 128 * 2) and layer_page_shapes(listed)[11] == (8, 2 * 256 * 2)
+    odd = {**GEMMA4_26B_A4B, "per_layer_config": {"5": {"sliding_window": 64}}}
+    assert "per_layer_config" in str(unmodelled_attention(odd))
+
+
+@pytest.mark.parametrize("blocks, in_flight, served", [(96, 4096, 3200), (96, 2048, 5120)])
+def test_the_tiny_gemma4_pool_is_read_with_its_raised_sliding_blocks(blocks, in_flight, served):
+    """The tiny Gemma 4 of the real tests (6 MiB: 96 blocks of 64 KiB; five sliding layers of 32-wide heads
+    in 256-token blocks, one global of 64-wide in 128): 3200 offline, 5120 served, each checked outside the
+    tool (L served, L + 1 refused; scripts/boundary.py, 2026-12-05); vLLM printed 3233 and 5173 tokens."""
+    layout = candidate_layouts((512,) * 5 + (None,), (1,), (2,) * 5 + (1,))[0]
+    assert layout.longest_held(blocks, 128, in_flight) == served
+    printed = {3200: 3233, 5120: 5173}[served]
+    assert tokens_line(blocks, layout.request_blocks(served, 128, in_flight), served) == printed
+    assert layout.least_blocks(3000, 128, 4096) == 90  # 5760 KiB for 3000 tokens; 5696 KiB was refused
+
+
+def test_sliding_layers_with_heads_of_their_own_are_not_costed():
+    """MiMo-V2-Flash gives its sliding layers other heads (swa_*) placed by hybrid_layer_pattern, and values
+    narrower than keys: never costed from the one head shape (vLLM's own fit, then its proof)."""
+    mimo = {"model_type": "mimo_v2_flash", "num_hidden_layers": 4, "num_attention_heads": 64,
+            "num_key_value_heads": 4, "head_dim": 192, "v_head_dim": 128, "swa_num_key_value_heads": 8,
+            "swa_head_dim": 192,
+            "hybrid_layer_pattern": [0, 1, 1, 1], "sliding_window": 128, "torch_dtype": "bfloat16"}
+    assert "swa_head_dim" in str(unmodelled_attention(mimo))
+    plain = {key: value for key, value in mimo.items() if not key.startswith(("swa_", "hybrid_"))}
+    assert "v_head_dim 128" in str(unmodelled_attention(plain))
+
+
+def test_exaone4_letters_place_its_sliding_layers():
+    """EXAONE 4's sliding_window_pattern "LLLG": three local layers, then a global one."""
+    config = {"model_type": "exaone4", "num_hidden_layers": 8, "sliding_window": 4096,
+              "sliding_window_pattern": "LLLG"}
+    assert layer_windows(config) == (4096, 4096, 4096, None) * 2
 
 
 JAMBA_1_5_MINI = {"architectures": ["JambaForCausalLM"], "model_type": "jamba", "attn_layer_offset": 4,

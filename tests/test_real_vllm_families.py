@@ -2,23 +2,23 @@
 
 Each family is a tiny model saved by transformers with its hub config's attention keys
 (scripts/make_family_models.py): Gemma 2 (sliding on even layers, no layer_types), Gemma 3 (5:1
-layer_types), Phi-3-mini-128k (LongRoPE, original 4096, window 262144), GPT-OSS (sinks, window 128 on
-every other layer), Mistral (a window on every layer), Mixtral (experts), Qwen3 and Qwen2 (its window
-off, transformers 5's layer_types), Llama 4 text (chunked local attention on three layers of four),
-DeepSeek-V2 (MLA: one 576-wide latent a token and layer, 16-token blocks on the CPU, 36 KiB a block) and
-Granite 4.0-H (three mamba2 layers, one attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP,
-mamba2, attention), Falcon-H1 (attention and a mamba2 mixer side by side in each of four layers), Zamba2
-(a mamba2 mixer in each layer, the shared attention block beside one), Qwen3-Next (three gated DeltaNet
-layers, one attention layer), LFM2 and LFM2-MoE (three short-convolution layers, one attention layer),
-Jamba (three mamba layers, one attention layer; its requests crash vLLM's CPU kernel) and Mamba2
-(attention-free).
+layer_types), Gemma 4 (5:1, global heads twice as wide; a variant with KV-shared layers), Phi-3-mini-128k
+(LongRoPE, original 4096, window 262144), GPT-OSS (sinks, window 128 on every other layer), Mistral (a
+window on every layer), Mixtral (experts), Qwen3 and Qwen2 (its window off, transformers 5's layer_types),
+Llama 4 text (chunked local attention on three layers of four), DeepSeek-V2 (MLA: one 576-wide latent a
+token and layer, 16-token blocks on the CPU, 36 KiB a block) and Granite 4.0-H (three mamba2 layers, one
+attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP, mamba2, attention), Falcon-H1 (attention and a
+mamba2 mixer side by side in each of four layers), Zamba2 (a mamba2 mixer in each layer, the shared
+attention block beside one), Qwen3-Next (three gated DeltaNet layers, one attention layer), LFM2 and
+LFM2-MoE (three short-convolution layers, one attention layer), Jamba (three mamba layers, one attention
+layer; its requests crash vLLM's CPU kernel) and Mamba2 (attention-free).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
 Every answer below was checked outside the tool once (2026-12-04; Llama 4, DeepSeek-V2, Falcon-H1, Zamba2,
-LFM2, LFM2-MoE 2026-12-05): vLLM itself served L and refused L + 1 at the same KV size (`scripts/boundary.py --via
-llm`, one launch each); the served answers were checked the same way with `--via serve`. The launch counts
-are the tool's.
+LFM2, LFM2-MoE, Gemma 4 2026-12-05): vLLM itself served L and refused L + 1 at the same KV size
+(`scripts/boundary.py --via llm`, one launch each); the served answers were checked the same way with
+`--via serve`. The launch counts are the tool's.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
 
 @pytest.mark.parametrize("family, target, page_kib, pages", [
     ("gemma2", 4000, 32, 66),       # 33 sliding + 32 full + the null block (2 launches before issue 30)
+    ("gemma4", 3000, 64, 90),       # 5 sliding groups of cdiv(3000, 256) + 1, the global cdiv(3000, 128), null
     ("llama4", 8000, 32, 172),      # 3 chunked groups of cdiv(512 + 4096, 128) + 63 full + the null block
     ("deepseek_v2", 1000, 36, 64),  # MLA: cdiv(1000, 16) + the null block, 36 KiB a block
     ("granite4h", 20000, 32, 161),  # three mamba groups of one block + cdiv(20000, 128) + the null block
@@ -139,6 +140,25 @@ def test_gemma2_served_holds_more_than_offline(vllm_python, families, real_env, 
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)  # the default path, as users run it
     report = search(vllm_python, families / "gemma2", env, tmp_path, "--kv-cache-memory", KV_6MIB,
                     "--granularity", 1, via=via)
+    assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
+
+
+@pytest.mark.parametrize("family, via, expected", [
+    ("gemma4", "llm", 3200),            # 96 blocks of 64 KiB: five sliding groups in 256-token blocks, one global
+    ("gemma4", "serve", 5120),
+    ("gemma4_shared", "llm", 3968),     # 6 of 8 layers keep a cache (one page for all): 192 blocks of 32 KiB
+    ("gemma4_shared", "serve", 11008),
+])
+def test_gemma4_global_layers_with_their_own_page(vllm_python, families, real_env, tmp_path, family, via, expected):
+    """Gemma 4: global layers with global_head_dim (twice the sliding heads here: vLLM raises the sliding
+    groups' block to 256 tokens so that every page is 64 KiB), and the small models' KV-shared last layers
+    and K = V global heads (num_global_key_value_heads). Checked outside the tool (L served, L + 1 refused,
+    2026-12-05); 2 launches before (every layer costed with head_dim: 3968 first where 3200 serves)."""
+    env = dict(real_env)
+    if via == "serve":
+        env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    report = search(vllm_python, families / family, env, tmp_path, "--kv-cache-memory", KV_6MIB, "--granularity", 1,
+                    via=via)
     assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
 
 

@@ -69,15 +69,20 @@ class KvLayout:
     name: str
     """How the layout was read (for the report): "hybrid", "full-sized", "all-sliding",
     "all-chunked"."""
+    scales: Tuple[int, ...] = ()
+    """Per group, how many times its layers' page fits in the largest (empty: all alike). vLLM makes every
+    page equal by raising the block of the smaller ones (`unify_kv_cache_spec_page_size`): Gemma 4's
+    sliding layers, with half the page of its global ones, take blocks of twice the tokens."""
 
     @property
     def slides(self) -> bool:
         return any(window is not None for window in self.windows)
 
-    def request_blocks(self, length: int, block_size: int, in_flight: int) -> int:
+    def request_blocks(self, length: int, base_block_size: int, in_flight: int) -> int:
         """Pool blocks one request of `length` needs across all groups (the null block not counted)."""
         total = 0
-        for window in self.windows:
+        for index, window in enumerate(self.windows):
+            block_size = base_block_size * (self.scales[index] if self.scales else 1)
             if window is None:
                 total += cdiv(length, block_size)
             elif isinstance(window, Chunk):
@@ -115,37 +120,43 @@ class KvLayout:
         return self.request_blocks(length, block_size, in_flight) + 1
 
 
-def hybrid_layout(layer_windows: Sequence[Span]) -> KvLayout:
+def hybrid_layout(layer_windows: Sequence[Span], page_scales: Optional[Sequence[int]] = None) -> KvLayout:
     """Group layers as vLLM 0.29+ does (`_get_kv_cache_groups_uniform_page_size`): one bucket per
-    attention type; the group size is the smallest bucket, or the largest where it is under 1.5 times
-    the smallest; each bucket is split into cdiv(its layers, group size) groups."""
+    attention type (and page, where pages differ: `page_scales`, one per layer); the group size is the
+    smallest bucket, or the largest where it is under 1.5 times the smallest; each bucket is split into
+    cdiv(its layers, group size) groups."""
+    scales = list(page_scales) if page_scales else [1] * len(layer_windows)
     buckets: dict = {}
-    for window in layer_windows:
-        buckets[window] = buckets.get(window, 0) + 1
-    if len(buckets) == 1:
-        [window] = buckets
+    for window, scale in zip(layer_windows, scales):
+        buckets[(window, scale)] = buckets.get((window, scale), 0) + 1
+    if len(buckets) == 1:  # one attention type, one page (the largest page's scale is 1)
+        [(window, _)] = buckets
         return KvLayout((window,), len(layer_windows), _all_name(window))
     smallest, largest = min(buckets.values()), max(buckets.values())
     group_size = largest if largest < smallest * 1.5 else smallest
     windows: Tuple[Span, ...] = ()
-    for window, count in buckets.items():
+    group_scales: Tuple[int, ...] = ()
+    for (window, scale), count in buckets.items():
         windows += (window,) * cdiv(count, group_size)
-    return KvLayout(windows, group_size, "hybrid")
+        group_scales += (scale,) * cdiv(count, group_size)
+    return KvLayout(windows, group_size, "hybrid", group_scales if set(scales) != {1} else ())
 
 
 def _all_name(span: Span) -> str:
     return "full" if span is None else "all-chunked" if isinstance(span, Chunk) else "all-sliding"
 
 
-def candidate_layouts(layer_windows: Optional[Sequence[Span]], state_blocks: Sequence[int] = (1, 3, 2)
-                      ) -> Tuple[KvLayout, ...]:
+def candidate_layouts(layer_windows: Optional[Sequence[Span]], state_blocks: Sequence[int] = (1, 3, 2),
+                      page_scales: Optional[Sequence[int]] = None) -> Tuple[KvLayout, ...]:
     """The layouts vLLM may give a model whose config.json names these per-layer spans: the hybrid
     groups first (vLLM's default), then every layer sized as full attention (no hybrid manager, or a
     span the installed vLLM ignores), then every layer local (a span it applies to all). A model with
     state layers is always hybrid: one layout per count of state blocks a request may hold, the likely
-    one first."""
+    one first. Layers whose pages differ (`page_scales`) get the hybrid groups only."""
     if not layer_windows:
         return ()
+    if page_scales and set(page_scales) != {1}:
+        return (hybrid_layout(layer_windows, page_scales),)
     if any(isinstance(span, State) for span in layer_windows):
         return tuple(hybrid_layout([State(count) if isinstance(span, State) else span for span in layer_windows])
                      for count in state_blocks)

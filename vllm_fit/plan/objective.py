@@ -40,9 +40,13 @@ def kv_model(prepared: Prepared) -> KvModel:
 def kv_layouts(prepared: Prepared) -> Tuple[KvLayout, ...]:
     """The KV cache groups vLLM may give a model that is not plain attention (none for plain models:
     their blocks map to lengths directly)."""
-    if prepared.model.plain_attention(prepared.regime.v1):
+    model = prepared.model
+    if model.plain_attention(prepared.regime.v1):
         return ()
-    return candidate_layouts(prepared.model.layer_windows, _state_blocks(prepared))
+    scales = model.page_scales(prepared.request.tensor_parallel_size)
+    if model.layer_page_shapes and scales is None:
+        return ()  # pages that do not divide the largest: a layout vLLM does not form
+    return candidate_layouts(model.layer_windows, _state_blocks(prepared), scales)
 
 
 def _state_blocks(prepared: Prepared) -> Tuple[int, ...]:

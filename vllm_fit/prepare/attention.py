@@ -44,9 +44,10 @@ def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
         return None  # per-layer types, chunked local layers (Llama 4), layers that are not attention
     per_layer = layer_kv_bytes_per_token(config)
     layers = config.get("num_hidden_layers")
-    if per_layer is None or not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0:
+    if per_layer is None or not isinstance(layers, int) or isinstance(layers, bool) or layers <= 0 \
+            or layer_page_shapes(config) is not None:
         return None
-    return layers * per_layer
+    return (layers - kv_shared_layers(config)) * per_layer
 
 
 LATENT_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe_lite", "pangu_ultra_moe"})
@@ -97,6 +98,68 @@ def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     return 2 * kv_heads * head_dim * dtype
 
 
+def kv_shared_layers(config: Dict[str, Any]) -> int:
+    """How many of the last layers reuse an earlier layer's keys and values and keep no cache of their own
+    (Gemma 3n's and Gemma 4's `num_kv_shared_layers`; vLLM's kv_sharing_target_layer_name)."""
+    shared = text_config(config).get("num_kv_shared_layers")
+    return shared if isinstance(shared, int) and not isinstance(shared, bool) and shared > 0 else 0
+
+
+GLOBAL_HEAD_DIM_MODEL_TYPES = frozenset({"gemma4_text", "gemma4_unified_text"})
+"""Gemma 4: its full-attention layers take `global_head_dim` (512 where config.json names none) and, with
+`attention_k_eq_v`, `num_global_key_value_heads` (transformers' Gemma4TextConfig, which vLLM's gemma4.py
+reads as per_layer_config)."""
+_PAGE_OVERRIDES = frozenset({"head_dim", "num_key_value_heads"})
+
+
+def _layer_overrides(config: Dict[str, Any]) -> Optional[Dict[int, Dict[str, Any]]]:
+    """Per layer index, the attention numbers that differ from the model's: transformers' per_layer_config,
+    or Gemma 4's global layers as transformers fills them in ({}: none differ; None: per-layer settings
+    this tool does not read)."""
+    per_layer = config.get("per_layer_config")
+    if per_layer is not None:
+        if not isinstance(per_layer, dict):
+            return None
+        found: Dict[int, Dict[str, Any]] = {}
+        for key, value in per_layer.items():
+            if not str(key).isdigit() or not isinstance(value, dict) or set(value) - _PAGE_OVERRIDES:
+                return None
+            found[int(key)] = value
+        return found
+    if str(config.get("model_type", "")) not in GLOBAL_HEAD_DIM_MODEL_TYPES:
+        return {}
+    types = config.get("layer_types")
+    if not isinstance(types, list):
+        return None
+    override: Dict[str, Any] = {"head_dim": config.get("global_head_dim", 512)}
+    if config.get("attention_k_eq_v") and config.get("num_global_key_value_heads") is not None:
+        override["num_key_value_heads"] = config["num_global_key_value_heads"]
+    return {index: override for index, kind in enumerate(types) if kind == "full_attention"}
+
+
+def layer_page_shapes(config: Dict[str, Any]) -> Optional[Tuple[Tuple[int, int], ...]]:
+    """Per cached layer (as `layer_windows` lists them), its KV heads and the bytes one token takes per KV
+    head, where some layer's attention numbers differ from the model's (Gemma 4's global layers,
+    transformers' per_layer_config); None where every layer is alike, or a number is missing."""
+    config = text_config(config)
+    overrides, layers, dtype = _layer_overrides(config), config.get("num_hidden_layers"), model_dtype_bytes(config)
+    if not overrides or not isinstance(layers, int) or not positive_int(layers) or dtype is None:
+        return None
+    heads = config.get("num_attention_heads")
+    base = {"num_key_value_heads": config.get("num_key_value_heads", heads),
+            "head_dim": config.get("head_dim") or (config.get("hidden_size", 0) // heads
+                                                   if isinstance(heads, int) and positive_int(heads) else None)}
+    shapes = []
+    for index in range(layers - kv_shared_layers(config)):
+        numbers = {**base, **overrides.get(index, {})}
+        kv_heads, head_dim = numbers["num_key_value_heads"], numbers["head_dim"]
+        if not isinstance(kv_heads, int) or not isinstance(head_dim, int) or not positive_int(kv_heads) \
+                or not positive_int(head_dim):
+            return None
+        shapes.append((kv_heads, 2 * head_dim * dtype))
+    return tuple(shapes)
+
+
 def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     """The attention kind whose KV cache this tool does not cost from config.json, in words (None: every
     layer is full or sliding-window attention): MLA's latent pages, mamba and linear-attention state pages,
@@ -105,6 +168,17 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     if config.get("kv_lora_rank") and not latent_attention(config):
         return "multi-head latent attention as model type %s lays it out (kv_lora_rank %s)" % (
             config.get("model_type") or "unknown", config.get("kv_lora_rank"))
+    if _layer_overrides(config) is None:
+        return "per-layer attention settings of model type %s (per_layer_config)" % (
+            config.get("model_type") or "unknown")
+    shaped = [key for key in SHAPE_MARKERS if config.get(key) is not None]
+    if shaped:
+        return "sliding-window layers with shapes of their own (%s) of model type %s" % (
+            ", ".join(shaped[:2]), config.get("model_type") or "unknown")
+    values, head_dim = config.get("v_head_dim"), config.get("head_dim")
+    if not config.get("kv_lora_rank") and values is not None and values != head_dim:
+        return "values of another width than keys (v_head_dim %s, head_dim %s) of model type %s" % (
+            values, head_dim, config.get("model_type") or "unknown")
     types = config.get("layer_types")
     known = {"full_attention", "sliding_attention", "chunked_attention"}
     if mamba_state(config) is not None:
@@ -128,6 +202,9 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     return None
 
 
+SHAPE_MARKERS = ("swa_head_dim", "swa_num_key_value_heads", "swa_v_head_dim", "hybrid_layer_pattern")
+"""Keys by which configs give their sliding-window layers other heads than their full ones, or place them by
+a pattern of their own (MiMo-V2-Flash): never costed from the model's one head shape."""
 HYBRID_MARKERS = ("full_attention_interval", "hybrid_override_pattern", "layers_block_type", "attn_type_list",
                   "linear_attn_config", "mamba_d_state", "ssm_cfg", "attn_layer_indices", "linear_num_value_heads",
                   "state_size")
@@ -137,11 +214,22 @@ not attention: never costed as plain attention."""
 
 
 def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
+    """Each cached layer's span as transformers and vLLM read config.json (`_declared_spans`); layers that
+    reuse an earlier layer's KV cache (the last `num_kv_shared_layers`) keep none and are left out."""
+    spans, shared = _declared_spans(config), kv_shared_layers(config)
+    if spans is None or not shared:
+        return spans
+    if shared >= len(spans) or any(isinstance(span, State) for span in spans):
+        return None
+    return spans[:len(spans) - shared]
+
+
+def _declared_spans(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     """Each layer's span as transformers and vLLM read config.json: `layer_types`, else Llama 4's
     chunked layers (every layer but the NoPE ones), else Qwen2's `use_sliding_window` from
-    `max_window_layers` on, else `sliding_window_pattern` (every n-th layer full), else Gemma 2's even
-    layers, else the one window on every layer. None when the config names an attention type this tool
-    does not know."""
+    `max_window_layers` on, else `sliding_window_pattern` (every n-th layer full, or its letters: L local,
+    G global), else Gemma 2's even layers, else the one window on every layer. None when the config names
+    an attention type this tool does not know."""
     config = text_config(config)
     layers = config.get("num_hidden_layers")
     if not isinstance(layers, int) or isinstance(layers, bool) or not 0 < layers <= 100000:
@@ -183,6 +271,10 @@ def layer_windows(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     pattern = config.get("sliding_window_pattern")
     if isinstance(pattern, int) and not isinstance(pattern, bool) and pattern > 0:
         return tuple(None if (i + 1) % pattern == 0 else window for i in range(layers))
+    if isinstance(pattern, str):  # EXAONE 4's "LLLG": local, local, local, global, repeated
+        if not pattern or set(pattern.upper()) - {"L", "G"}:
+            return None
+        return tuple(window if pattern[i % len(pattern)].upper() == "L" else None for i in range(layers))
     if str(config.get("model_type", "")) == "gemma2":
         return tuple(window if i % 2 == 0 else None for i in range(layers))
     return (window,) * layers
@@ -197,8 +289,9 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_num_heads": 1 << 20, "mamba_head_dim": 1 << 20, "linear_num_key_heads": 1 << 20,
            "linear_num_value_heads": 1 << 20, "linear_key_head_dim": 1 << 20, "linear_value_head_dim": 1 << 20,
            "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24, "attn_layer_period": 100000,
-           "n_mamba_heads": 1 << 20, "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20,
-           "conv_L_cache": 1 << 10, "conv_dim": 1 << 24}
+           "global_head_dim": 1 << 20, "num_global_key_value_heads": 100000, "n_mamba_heads": 1 << 20,
+           "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
+           "conv_dim": 1 << 24}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 
@@ -236,6 +329,11 @@ def check_config(config: Dict[str, Any]) -> None:
             if value is not None and not isinstance(value, dict):
                 raise ValueError("%s must be a mapping, got %s" % (key, type(value).__name__))
     text = text_config(config)
+    shared, layers = text.get("num_kv_shared_layers"), text.get("num_hidden_layers")
+    if shared is not None and (not isinstance(shared, int) or isinstance(shared, bool) or shared < 0
+                               or (isinstance(layers, int) and shared >= layers)):
+        raise ValueError("num_kv_shared_layers must be a whole number below num_hidden_layers, got %r"
+                         % (shared,))
     heads, kv_heads = text.get("num_attention_heads"), text.get("num_key_value_heads")
     if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
         raise ValueError("num_key_value_heads %d does not divide num_attention_heads %d (each KV head serves a"

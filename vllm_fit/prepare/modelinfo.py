@@ -20,6 +20,7 @@ from .attention import (
     kv_bytes_per_token,
     latent_attention,
     layer_kv_bytes_per_token,
+    layer_page_shapes,
     layer_windows,
     sliding_window,
     text_config,
@@ -61,6 +62,9 @@ class ModelInfo:
     it cannot say."""
     layer_kv_bytes_per_token: Optional[int] = None
     """KV bytes one token takes in one layer (every layer alike), for vLLM's per-group pages."""
+    layer_page_shapes: Optional[Tuple[Tuple[int, int], ...]] = None
+    """Where layers' pages differ (Gemma 4's global layers): per cached layer, its KV heads and the bytes a
+    token takes per KV head."""
     max_len_source: str = "config.json"
     """Where the model's maximum came from, for messages."""
     unmodelled_attention: Optional[str] = None
@@ -96,9 +100,27 @@ class ModelInfo:
         return per_token // self.num_kv_heads * max(1, self.num_kv_heads // tensor_parallel_size)
 
     def layer_kv_bytes_per_rank(self, tensor_parallel_size: int) -> Optional[int]:
-        """KV bytes one token takes in one layer on one rank, in the model's dtype."""
+        """KV bytes one token takes in one layer on one rank, in the model's dtype (where layers differ, in
+        the layer with the largest page: every page is raised to it)."""
+        pages = self._layer_pages(tensor_parallel_size)
+        if pages:
+            return max(pages)
         per_layer = self.layer_kv_bytes_per_token
         return self._per_rank(per_layer, tensor_parallel_size) if per_layer else None
+
+    def _layer_pages(self, tensor_parallel_size: int) -> Tuple[int, ...]:
+        """Per cached layer, KV bytes a token takes on one rank (KV heads split, replicated when fewer)."""
+        return tuple(max(1, heads // tensor_parallel_size) * per_head
+                     for heads, per_head in self.layer_page_shapes or ())
+
+    def page_scales(self, tensor_parallel_size: int) -> Optional[Tuple[int, ...]]:
+        """Per cached layer, how many times its page fits in the largest (vLLM raises the smaller pages'
+        block by that factor); None where the pages are alike, or one does not divide the largest (vLLM
+        refuses such a model)."""
+        pages = self._layer_pages(tensor_parallel_size)
+        if not pages or any(max(pages) % page for page in pages):
+            return None
+        return tuple(max(pages) // page for page in pages)
 
     def plain_attention(self, v1: bool) -> bool:
         """Whether block counts translate into lengths: full attention with a known page, or a sliding
@@ -205,6 +227,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         unmodelled = unmodelled_attention(config)
         windows = layer_windows(config) if unmodelled is None else None  # never a layout it cannot cost
         per_layer = layer_kv_bytes_per_token(config)
+        page_shapes = layer_page_shapes(config) if windows is not None else None
     except RecursionError:
         raise BadInput("%s is nested too deeply to be a config.json; fix or replace it" % config_file) from None
     except (UnicodeDecodeError, ValueError, TypeError, ZeroDivisionError) as exc:
@@ -226,6 +249,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         unscaled_max_len=current if current != derived else None,
         layer_windows=windows,
         layer_kv_bytes_per_token=per_layer,
+        layer_page_shapes=page_shapes,
         max_len_source=max_len_source(config, tokenizer),
         unmodelled_attention=unmodelled,
         latent_attention=latent_attention(config),
