@@ -44,6 +44,12 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                          num_kv_shared_layers=2, hidden_size_per_layer_input=0,
                                          vocab_size_per_layer_input=4096,
                                          layer_types=(["sliding_attention"] * 3 + ["full_attention"]) * 2)),
+    # Gemma 3n (text): 4 sliding layers to 1 full, the last 5 of 10 reuse earlier layers' KV cache
+    "gemma3n": ("Gemma3nText", dict(num_hidden_layers=10, sliding_window=512, max_position_embeddings=32768,
+                                    num_kv_shared_layers=5, intermediate_size=[256] * 10,
+                                    hidden_size_per_layer_input=16, vocab_size_per_layer_input=4096,
+                                    laurel_rank=8, altup_num_inputs=2, activation_sparsity_pattern=[0.0] * 10,
+                                    layer_types=(["sliding_attention"] * 4 + ["full_attention"]) * 2)),
     # Phi-3-mini-128k: LongRoPE, original 4096, a window longer than any length
     "phi3": ("Phi3", dict(num_hidden_layers=2, sliding_window=262144, max_position_embeddings=32768,
                           original_max_position_embeddings=4096,

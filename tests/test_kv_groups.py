@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from vllm_fit.errors import BadInput
 from vllm_fit.logs.capacity import hint_is_exact, max_len_hint
 from vllm_fit.logs.kv_groups import (
     Chunk,
@@ -505,6 +506,28 @@ def test_the_tiny_gemma4_pool_is_read_with_its_raised_sliding_blocks(blocks, in_
     printed = {3200: 3233, 5120: 5173}[served]
     assert tokens_line(blocks, layout.request_blocks(served, 128, in_flight), served) == printed
     assert layout.least_blocks(3000, 128, 4096) == 90  # 5760 KiB for 3000 tokens; 5696 KiB was refused
+
+
+def test_gemma3n_per_layer_numbers_and_kv_shared_layers(tmp_path):
+    """Gemma 3n (transformers 5.19's Gemma3nTextConfig defaults, gemma-3n-E4B's shape: 35 layers, full attention
+    every fifth, the last 15 sharing earlier layers' caches, intermediate_size a list of one per layer):
+    read, not refused (it was: "intermediate_size must be a whole number"); 20 layers keep a cache."""
+    config = {"architectures": ["Gemma3nForCausalLM"], "model_type": "gemma3n_text", "num_hidden_layers": 35,
+              "hidden_size": 2048, "intermediate_size": [16384] * 35, "num_attention_heads": 8,
+              "num_key_value_heads": 2, "head_dim": 256, "sliding_window": 512, "num_kv_shared_layers": 15,
+              "max_position_embeddings": 32768, "vocab_size": 262400, "torch_dtype": "bfloat16",
+              "layer_types": ["full_attention" if i % 5 == 4 else "sliding_attention" for i in range(35)]}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    info = read_model_info(str(tmp_path))
+    assert info.layer_windows is not None and len(info.layer_windows) == 20 and info.layer_windows.count(None) == 4
+    assert info.layer_page_shapes is None and info.unmodelled_attention is None
+    assert info.config_weights_bytes is not None
+    (tmp_path / "config.json").write_text(json.dumps({**config, "num_kv_shared_layers": 35}))
+    with pytest.raises(BadInput, match="num_kv_shared_layers must be a whole number below num_hidden_layers"):
+        read_model_info(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({**config, "intermediate_size": ["8192"] * 35}))
+    with pytest.raises(BadInput, match="intermediate_size must be a whole number"):
+        read_model_info(str(tmp_path))
 
 
 def test_sliding_layers_with_heads_of_their_own_are_not_costed():

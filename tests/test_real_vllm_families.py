@@ -2,7 +2,8 @@
 
 Each family is a tiny model saved by transformers with its hub config's attention keys
 (scripts/make_family_models.py): Gemma 2 (sliding on even layers, no layer_types), Gemma 3 (5:1
-layer_types), Gemma 4 (5:1, global heads twice as wide; a variant with KV-shared layers), Phi-3-mini-128k
+layer_types), Gemma 4 (5:1, global heads twice as wide; a variant with KV-shared layers), Gemma 3n
+(KV-shared layers, a per-layer intermediate_size), Phi-3-mini-128k
 (LongRoPE, original 4096, window 262144), GPT-OSS (sinks, window 128 on every other layer), Mistral (a
 window on every layer), Mixtral (experts), Qwen3 and Qwen2 (its window off, transformers 5's layer_types),
 Llama 4 text (chunked local attention on three layers of four), DeepSeek-V2 (MLA: one 576-wide latent a
@@ -148,12 +149,16 @@ def test_gemma2_served_holds_more_than_offline(vllm_python, families, real_env, 
     ("gemma4", "serve", 5120),
     ("gemma4_shared", "llm", 3968),     # 6 of 8 layers keep a cache (one page for all): 192 blocks of 32 KiB
     ("gemma4_shared", "serve", 11008),
+    ("gemma3n", "llm", 5504),           # 5 of 10 layers keep a cache: 4 sliding, 1 full, groups of one layer
+    ("gemma3n", "serve", 13696),
 ])
 def test_gemma4_global_layers_with_their_own_page(vllm_python, families, real_env, tmp_path, family, via, expected):
     """Gemma 4: global layers with global_head_dim (twice the sliding heads here: vLLM raises the sliding
     groups' block to 256 tokens so that every page is 64 KiB), and the small models' KV-shared last layers
-    and K = V global heads (num_global_key_value_heads). Checked outside the tool (L served, L + 1 refused,
-    2026-12-05); 2 launches before (every layer costed with head_dim: 3968 first where 3200 serves)."""
+    and K = V global heads (num_global_key_value_heads); Gemma 3n's KV-shared layers and its per-layer
+    intermediate_size (a list: refused as a bad config.json before). Checked outside the tool (L served,
+    L + 1 refused, 2026-12-05); 2 launches before for Gemma 4 (every layer costed with head_dim: 3968 first
+    where 3200 serves)."""
     env = dict(real_env)
     if via == "serve":
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)

@@ -293,6 +293,8 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
            "conv_dim": 1 << 24}
 """The numbers the accounting reads, with the largest value any real model comes near."""
+PER_LAYER_KEYS = frozenset({"intermediate_size"})
+"""Numbers a config may give per layer as a list (Gemma 3n's intermediate_size)."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
 
 
@@ -318,8 +320,13 @@ def check_config(config: Dict[str, Any]) -> None:
             value = section.get(key)
             if value is None or (key in ("sliding_window", "max_window_layers") and value is False):
                 continue
-            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= bound:
-                raise ValueError("%s must be a whole number from 1 to %d, got %r" % (key, bound, value))
+            if key in PER_LAYER_KEYS and isinstance(value, list) and value:
+                values = value  # Gemma 3n: one per layer
+            else:
+                values = [value]
+            if any(not isinstance(one, int) or isinstance(one, bool) or not 1 <= one <= bound for one in values):
+                raise ValueError("%s must be a whole number from 1 to %d%s, got %r" % (
+                    key, bound, " (or a list of them, one per layer)" if key in PER_LAYER_KEYS else "", value))
         for key in ("torch_dtype", "dtype"):
             value = section.get(key)
             if value is not None and (not isinstance(value, str) or value not in KNOWN_DTYPES):

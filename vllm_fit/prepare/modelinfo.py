@@ -175,8 +175,11 @@ def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
     if config.get("quantization_config"):
         return None
     text = _text_config(config)
-    raw = [text.get(key) for key in ("num_hidden_layers", "num_attention_heads", "hidden_size",
-                                     "intermediate_size", "vocab_size")]
+    intermediates = text.get("intermediate_size")
+    if isinstance(intermediates, list) and intermediates and all(isinstance(n, int) for n in intermediates):
+        intermediates = sum(intermediates) // len(intermediates)  # per layer (Gemma 3n): their mean
+    raw = [text.get(key) for key in ("num_hidden_layers", "num_attention_heads", "hidden_size")]
+    raw += [intermediates, text.get("vocab_size")]
     dtype = model_dtype_bytes(text)
     numbers = [n for n in raw if isinstance(n, int) and not isinstance(n, bool) and n > 0]
     if dtype is None or len(numbers) != len(raw):
