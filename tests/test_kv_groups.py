@@ -530,6 +530,28 @@ def test_gemma3n_per_layer_numbers_and_kv_shared_layers(tmp_path):
         read_model_info(str(tmp_path))
 
 
+MELLUM2 = {"architectures": ["MellumForCausalLM"], "model_type": "mellum", "head_dim": 128, "hidden_size": 2304,
+           "intermediate_size": 7168, "max_position_embeddings": 131072, "max_window_layers": 0,
+           "moe_intermediate_size": 896, "num_attention_heads": 32, "num_experts": 64, "num_experts_per_tok": 8,
+           "num_hidden_layers": 28, "num_key_value_heads": 4, "sliding_window": 1024, "vocab_size": 98304,
+           "use_sliding_window": True, "dtype": "bfloat16"}
+"""JetBrains Mellum 2's config.json as a public repository's tests quote it (MELLUM2_CONFIG, a Rust port's
+mellum.rs; rope_parameters left out)."""
+
+
+def test_a_zero_that_means_from_the_first_layer_is_not_refused(tmp_path):
+    """max_window_layers 0 (Qwen2-style: the window from layer 0 on) was refused as "must be a whole number
+    from 1" (exit 2 on a real model); a window or chunk of 0 means none."""
+    (tmp_path / "config.json").write_text(json.dumps(MELLUM2))
+    info = read_model_info(str(tmp_path))
+    assert info.layer_windows == (1024,) * 28 and info.kv_bytes_per_token == 28 * 2 * 4 * 128 * 2
+    (tmp_path / "config.json").write_text(json.dumps({**MELLUM2, "sliding_window": 0}))
+    assert read_model_info(str(tmp_path)).sliding_window is None
+    (tmp_path / "config.json").write_text(json.dumps({**MELLUM2, "max_window_layers": -1}))
+    with pytest.raises(BadInput, match="max_window_layers must be a whole number from 0"):
+        read_model_info(str(tmp_path))
+
+
 def test_sliding_layers_with_heads_of_their_own_are_not_costed():
     """MiMo-V2-Flash gives its sliding layers other heads (swa_*) placed by hybrid_layer_pattern, and values
     narrower than keys: never costed from the one head shape (vLLM's own fit, then its proof)."""

@@ -293,6 +293,9 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
            "conv_dim": 1 << 24}
 """The numbers the accounting reads, with the largest value any real model comes near."""
+ZERO_MEANS_NONE = frozenset({"max_window_layers", "sliding_window", "attention_chunk_size", "no_rope_layer_interval"})
+"""Numbers real configs set to 0 (Mellum's and Qwen-style configs' max_window_layers 0: every layer from the
+first; a window or chunk of 0: none)."""
 PER_LAYER_KEYS = frozenset({"intermediate_size"})
 """Numbers a config may give per layer as a list (Gemma 3n's intermediate_size)."""
 KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
@@ -324,9 +327,10 @@ def check_config(config: Dict[str, Any]) -> None:
                 values = value  # Gemma 3n: one per layer
             else:
                 values = [value]
-            if any(not isinstance(one, int) or isinstance(one, bool) or not 1 <= one <= bound for one in values):
-                raise ValueError("%s must be a whole number from 1 to %d%s, got %r" % (
-                    key, bound, " (or a list of them, one per layer)" if key in PER_LAYER_KEYS else "", value))
+            least = 0 if key in ZERO_MEANS_NONE else 1
+            if any(not isinstance(one, int) or isinstance(one, bool) or not least <= one <= bound for one in values):
+                raise ValueError("%s must be a whole number from %d to %d%s, got %r" % (
+                    key, least, bound, " (or a list of them, one per layer)" if key in PER_LAYER_KEYS else "", value))
         for key in ("torch_dtype", "dtype"):
             value = section.get(key)
             if value is not None and (not isinstance(value, str) or value not in KNOWN_DTYPES):
