@@ -206,3 +206,41 @@ def test_the_least_kv_question_names_the_attention_it_cannot_cost(tmp_path, chan
     assert done.returncode == 2 and "cannot cost the KV cache of " + words in last, done.stderr
     assert "needs the model's config.json" not in done.stderr
     assert not (tmp_path / "work").exists() or not list((tmp_path / "work").rglob("spec.json"))
+
+
+def test_a_config_with_an_infinite_number_it_does_not_read_is_read(tmp_path):
+    """Mamba2 configs carry `"time_step_limit": [0.0, Infinity]` (as a public repository's tests quote a
+    checkpoint's config.json, a Swift port's Mamba2 tests); Python's json, and so transformers and vLLM,
+    read it. It was refused ("Infinity is not a number vLLM takes", exit 2); the numbers the accounting
+    reads are still refused when not finite."""
+    from vllm_fit.errors import BadInput
+    from vllm_fit.prepare.modelinfo import read_model_info
+
+    mamba2 = ('{"model_type": "mamba2", "num_heads": 4, "head_dim": 4, "vocab_size": 64, "hidden_size": 16,'
+              ' "state_size": 8, "num_hidden_layers": 2, "conv_kernel": 3, "n_groups": 2,'
+              ' "time_step_limit": [0.0, Infinity], "max_position_embeddings": 4096}')
+    (tmp_path / "config.json").write_text(mamba2)
+    info = read_model_info(str(tmp_path))
+    assert info.derived_max_len == 4096 and info.unmodelled_attention is not None
+    (tmp_path / "config.json").write_text(mamba2.replace("4096", "Infinity"))
+    with pytest.raises(BadInput, match="max_position_embeddings must be a finite number"):
+        read_model_info(str(tmp_path))
+
+
+@pytest.mark.parametrize("model_type", ["gemma3n_text", "gemma4_text", "mamba2", "falcon_h1", "granitemoehybrid",
+                                        "nemotron_h", "bamba", "jamba", "qwen3_5_text", "lfm2_moe", "kimi_linear",
+                                        "qwen3_next", "gpt_oss", "exaone4", "olmo3", "cohere2"])
+def test_transformers_own_configs_of_decoder_families_are_read(tmp_path, model_type):
+    """Each family's config as transformers writes it (its defaults, the shape of the family's hub models):
+    never refused as a config.json vLLM cannot read. A sweep of every config class of transformers 5.19
+    found Gemma 3n (a per-layer intermediate_size list), the mamba2 families (time_step_limit Infinity)
+    and max_window_layers 0 refused; only encoders vLLM does not generate with remain refused."""
+    from vllm_fit.prepare.modelinfo import read_model_info
+
+    transformers = pytest.importorskip("transformers")
+    if model_type not in transformers.CONFIG_MAPPING:
+        pytest.skip("this transformers has no %s" % model_type)
+    config = transformers.CONFIG_MAPPING[model_type]().to_dict()
+    (tmp_path / "config.json").write_text(json.dumps({**config, "torch_dtype": "bfloat16"}, default=str))
+    info = read_model_info(str(tmp_path))
+    assert info.model_type == model_type

@@ -293,7 +293,8 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
            "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
            "conv_dim": 1 << 24}
 """The numbers the accounting reads, with the largest value any real model comes near."""
-ZERO_MEANS_NONE = frozenset({"max_window_layers", "sliding_window", "attention_chunk_size", "no_rope_layer_interval"})
+ZERO_MEANS_NONE = frozenset({"max_window_layers", "sliding_window", "attention_chunk_size", "no_rope_layer_interval",
+                             "qk_rope_head_dim"})
 """Numbers real configs set to 0 (Mellum's and Qwen-style configs' max_window_layers 0: every layer from the
 first; a window or chunk of 0: none)."""
 PER_LAYER_KEYS = frozenset({"intermediate_size"})
