@@ -6,6 +6,7 @@ language model's numbers in multimodal configs.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Dict, Optional, Tuple
 
 from ..logs.kv_groups import Chunk, Span, State
@@ -171,9 +172,12 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     if _layer_overrides(config) is None:
         return "per-layer attention settings of model type %s (per_layer_config)" % (
             config.get("model_type") or "unknown")
-    shaped = [key for key in SHAPE_MARKERS if config.get(key) is not None]
+    shaped = [key for key in config if config.get(key) is not None and _PER_TYPE_SHAPE.search(str(key))
+              and not (key in ("global_head_dim", "num_global_key_value_heads")
+                       and str(config.get("model_type", "")) in GLOBAL_HEAD_DIM_MODEL_TYPES)]
+    shaped += [key for key in SHAPE_MARKERS if config.get(key) is not None and key not in shaped]
     if shaped:
-        return "sliding-window layers with shapes of their own (%s) of model type %s" % (
+        return "layers of one kind with heads of their own (%s) of model type %s" % (
             ", ".join(shaped[:2]), config.get("model_type") or "unknown")
     values, head_dim = config.get("v_head_dim"), config.get("head_dim")
     if not config.get("kv_lora_rank") and values is not None and values != head_dim:
@@ -202,9 +206,12 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     return None
 
 
-SHAPE_MARKERS = ("swa_head_dim", "swa_num_key_value_heads", "swa_v_head_dim", "hybrid_layer_pattern")
-"""Keys by which configs give their sliding-window layers other heads than their full ones, or place them by
-a pattern of their own (MiMo-V2-Flash): never costed from the model's one head shape."""
+SHAPE_MARKERS = ("hybrid_layer_pattern",)
+"""Keys by which configs place their sliding-window layers by a pattern of their own (MiMo-V2-Flash)."""
+_PER_TYPE_SHAPE = re.compile(r"(^|_)(swa|sliding|local|global|full)_(\w*_)?(key_value_heads|head_dim)$"
+                             r"|^num_(swa|sliding|local|global|full)_key_value_heads$")
+"""Keys that give one kind of layer heads of its own (MiMo-V2-Flash's swa_num_key_value_heads and
+swa_head_dim, Gemma 4's global ones outside its model types): never costed from the model's one head shape."""
 HYBRID_MARKERS = ("full_attention_interval", "hybrid_override_pattern", "layers_block_type", "attn_type_list",
                   "linear_attn_config", "mamba_d_state", "ssm_cfg", "attn_layer_indices", "linear_num_value_heads",
                   "state_size")
