@@ -65,6 +65,18 @@ CASES: List[Tuple[str, str, str, Tuple[str, ...]]] = [
     ("Gemma 3 (five sliding groups, one full), 6 MiB", "gemma3", "serve", ("--kv-cache-memory", "6MiB")),
     ("Gemma 2, least KV for 4000", "gemma2", "llm", ("--target-len", "4000", "--search", "kv-cache-memory",
                                                      "--kv-granularity", "32KiB")),
+    ("Gemma 4 (global heads twice as wide), 6 MiB", "gemma4", "llm", ("--kv-cache-memory", "6MiB")),
+    ("Gemma 4 (global heads twice as wide), 6 MiB", "gemma4", "serve", ("--kv-cache-memory", "6MiB")),
+    ("Gemma 4, least KV for 3000", "gemma4", "llm", ("--target-len", "3000", "--search", "kv-cache-memory",
+                                                     "--kv-granularity", "64KiB")),
+    ("Gemma 4 (KV-shared layers, K = V global heads), 6 MiB", "gemma4_shared", "llm", ("--kv-cache-memory", "6MiB")),
+    ("Gemma 4 (KV-shared layers, K = V global heads), 6 MiB", "gemma4_shared", "serve", ("--kv-cache-memory", "6MiB")),
+    ("Gemma 3n (KV-shared layers), 6 MiB", "gemma3n", "llm", ("--kv-cache-memory", "6MiB")),
+    ("Gemma 3n (KV-shared layers), 6 MiB", "gemma3n", "serve", ("--kv-cache-memory", "6MiB")),
+    ("LFM2-MoE, 6 MiB, no prefix caching", "lfm2_moe", "llm", ("--kv-cache-memory", "6MiB", *OFF)),
+    ("LFM2-MoE, 6 MiB, prefix caching on", "lfm2_moe", "serve", ("--kv-cache-memory", "6MiB")),
+    ("Jamba (mamba layers; its requests crash the CPU kernel), 6 MiB, no prefix caching", "jamba", "llm",
+     ("--kv-cache-memory", "6MiB", *OFF)),
 ]
 
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from vllm_fit.errors import BadInput
-from vllm_fit.logs.capacity import hint_is_exact, max_len_hint
+from vllm_fit.logs.capacity import hint_is_exact, layouts_unexplained, max_len_hint
 from vllm_fit.logs.kv_groups import (
     Chunk,
     KvLayout,
@@ -36,10 +36,11 @@ from vllm_fit.prepare.modelinfo import (
     read_model_info,
 )
 from vllm_fit.prepare.request import request_from_options
-from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
+from vllm_fit.strategies.base import AUTO, LengthSpace, Observation, bracket
 from vllm_fit.strategies.length import Predict
 
 V032_CPU = Regime.of("0.32.0", cpu=True)
+KV_6MIB = 6 << 20
 
 
 def test_which_layers_slide_as_the_hub_configs_say():
@@ -634,3 +635,30 @@ def test_lfm2_short_convolutions_are_state_layers():
     # a pure mamba model (attention-free): never costed as plain attention
     assert unmodelled_attention({"model_type": "mamba", "num_hidden_layers": 24, "hidden_size": 768,
                                  "state_size": 16, "conv_kernel": 4, "expand": 2}) is not None
+
+
+def test_a_length_read_off_layouts_another_trial_contradicts_proves_nothing():
+    """The wrong "complete" this guard stops (measured 2026-12-05, the tiny Gemma 4 with KV-shared layers,
+    served, 6 MiB, before those layers were read): the tool costed all 8 layers; at 4351 one of the
+    in-flight guesses reproduced vLLM's "6,010 tokens" by chance and read 10240 off the pool as exact; 10240
+    served, and the search stopped there, though 11008 serves (checked outside the tool). The 10240 trial's
+    own figures (10,627 tokens) match no foreseen layout: now such a trial voids the lengths read off the
+    layouts at that memory, and the search goes on above them."""
+    old = candidate_layouts((512, 512, 512, None) * 2, (1,))
+    kv = float(KV_6MIB)
+
+    def seen(length: int, tokens: int, concurrency: float) -> Observation:
+        facts = CapacityFacts(kv_cache_tokens=tokens, concurrency_len=length, num_blocks=192, block_size=128,
+                              max_concurrency=concurrency)
+        hint = max_len_hint(Outcome.OK, facts, V032_CPU, 128, plain_attention=False, layouts=old)
+        exact = hint_is_exact(Outcome.OK, facts, V032_CPU, False, old)
+        return Observation(requested=length, length=length, outcome=Outcome.OK, hint=hint, memory=kv, blocks=192,
+                           block_size=128, kv_bytes=kv, kv_fixed=True, fixed_pool_bound=hint if exact else None,
+                           hint_from_layout=hint is not None,
+                           layouts_unexplained=layouts_unexplained(facts, V032_CPU, 128, old))
+
+    lucky, served = seen(4351, 6010, 1.38), seen(10240, 10627, 1.04)
+    assert lucky.fixed_pool_bound == 10240 and not lucky.layouts_unexplained
+    assert served.hint is None and served.layouts_unexplained
+    assert not bracket([lucky]).allowed(10241)  # alone, the lucky reading would end the search
+    assert bracket([lucky, served]).allowed(10241) and bracket([lucky, served]).proven_ok == 10240

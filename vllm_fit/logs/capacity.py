@@ -9,7 +9,7 @@ carries its block count and, with auto-fit, the length vLLM chose.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 from ..outcome import CapacityFacts, Outcome
 from .kv_groups import KvLayout, agreed_longest, calibrated, in_flight_options, tokens_line
@@ -69,18 +69,35 @@ def layout_len(facts: CapacityFacts, regime: Regime, block_size: int, layouts: S
     before (V1, from 0.20.1 where the token figure is exact), the start check counts the length in
     every block and the request its prompt beside the null block (measured on vLLM 0.28 with mamba2,
     chunked local and sliding-window layers)."""
+    pairs = _calibrated_pairs(facts, regime, block_size, layouts)
+    if not pairs or not facts.num_blocks:
+        return None
+    return agreed_longest(pairs, block_size, facts.num_blocks,
+                          null_block_in_start_check=regime.null_block_in_start_check)
+
+
+def layouts_unexplained(facts: CapacityFacts, regime: Regime, block_size: int, layouts: Sequence[KvLayout]) -> bool:
+    """A started trial printed its pool's figures, and none of the candidate layouts reproduces them: the
+    model's KV cache is laid out in a way the tool did not foresee, so a length another trial read off
+    those layouts is in doubt."""
+    return _calibrated_pairs(facts, regime, block_size, layouts) == ()
+
+
+def _calibrated_pairs(facts: CapacityFacts, regime: Regime, block_size: int, layouts: Sequence[KvLayout]
+                      ) -> Optional[Tuple[Tuple[KvLayout, int], ...]]:
+    """The (layout, in-flight tokens) pairs that reproduce the trial's printed figures; None where the
+    figures or the version cannot tell (no layouts, V0, no block count or length, 0.20.0 and before)."""
     blocks, length = facts.num_blocks, facts.concurrency_len
     if not layouts or not regime.v1 or not blocks or not length:
         return None
     if not regime.null_block_in_start_check and not regime.since(0, 20, 1):
         return None
     tokens = facts.kv_cache_tokens if regime.since(0, 20, 1) else None
+    if tokens is None and facts.max_concurrency is None:
+        return None
     in_flight = (facts.in_flight_tokens,) if facts.in_flight_tokens else in_flight_options(
         facts.max_num_batched_tokens, regime.cpu)
-    pairs = calibrated(layouts, in_flight, block_size, blocks, length, tokens, facts.max_concurrency)
-    if not pairs:
-        return None
-    return agreed_longest(pairs, block_size, blocks, null_block_in_start_check=regime.null_block_in_start_check)
+    return calibrated(layouts, in_flight, block_size, blocks, length, tokens, facts.max_concurrency)
 
 
 def request_blocks(facts: CapacityFacts, regime: Regime) -> Optional[int]:

@@ -73,6 +73,11 @@ class Observation:
     numbers; nothing longer starts and serves at this memory."""
     kv_fixed: bool = False
     """kv_cache_memory_bytes sized the pool: the same at every length, so it never shrinks with it."""
+    hint_from_layout: bool = False
+    """The hint was read off the KV cache groups the tool foresaw, not off vLLM's own estimate."""
+    layouts_unexplained: bool = False
+    """This trial's pool figures match none of the foreseen KV cache groups: hints read off them at the
+    same memory are in doubt (a model laid out in a way the tool did not foresee)."""
     held: Optional[float] = None
     """How many requests of `length` vLLM said the pool holds at once (its "Maximum concurrency" line at
     this length), where it printed one: 0.20.1+ prints no block count, so a request that failed has no hint."""
@@ -182,6 +187,8 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
     failures, ceilings, tried = set(), set(), set()
     if ceiling is not None:
         failures.add(ceiling + 1)
+    history = list(history)
+    doubted = {obs.memory for obs in history if obs.layouts_unexplained}
     for obs in history:
         if obs.length is not None:
             tried.add(obs.length)
@@ -189,7 +196,8 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
             tried.add(obs.requested)
         if obs.derived_max is not None:
             failures.add(obs.derived_max + 1)
-        if obs.fixed_pool_bound is not None:
+        in_doubt = obs.hint_from_layout and obs.memory in doubted  # read off groups another trial contradicts
+        if obs.fixed_pool_bound is not None and not in_doubt:
             failures.add(obs.fixed_pool_bound + 1)
         if obs.length is None:
             continue
@@ -197,7 +205,7 @@ def bracket(history: Iterable[Observation], use_hints: bool = True, ceiling: Opt
             proven_ok = max(proven_ok or 0, obs.length)
         elif obs.fails_length:
             failures.add(obs.length)
-        if use_hints and obs.hint is not None and obs.started:
+        if use_hints and obs.hint is not None and obs.started and not in_doubt:
             ceilings.add((max(obs.pool_at or 0, obs.length),
                           max(obs.hint, obs.length if obs.outcome is Outcome.OK else 0)))
     no_memory = any(obs.no_memory_at_or_below(lowest) for obs in history)

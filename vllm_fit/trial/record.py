@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from ..logs.capacity import hint_is_exact, max_len_hint, pool_blocks, request_blocks
+from ..logs.capacity import hint_is_exact, layouts_unexplained, max_len_hint, pool_blocks, request_blocks
 from ..logs.classify import classify
 from ..logs.kv_groups import KvLayout
 from ..logs.probe_result import ProbeResult
@@ -77,6 +77,12 @@ class TrialRecord:
     """"dummy" when the trial ran on dummy weights (exploration only)."""
     hint_exact: bool = False
     """The hint is the pool's own limit: one token more does not start or serve with this pool."""
+    hint_from_layout: bool = False
+    """The hint was read off the KV cache groups the tool foresaw (a model that is not plain attention),
+    not off vLLM's own estimate or auto-fit."""
+    layouts_unexplained: bool = False
+    """The trial printed its pool's figures and no foreseen KV cache layout reproduces them: lengths read
+    off those layouts at this memory are in doubt."""
 
     @property
     def requested_len(self) -> int:
@@ -128,7 +134,7 @@ class TrialRecord:
             else None,
             held=facts.max_concurrency if self.length and facts.concurrency_len == self.length else None,
             fixed_pool_bound=self.hint if self.hint_exact and self.hint is not None and kv_fixed else None,
-            kv_fixed=kv_fixed)
+            kv_fixed=kv_fixed, hint_from_layout=self.hint_from_layout, layouts_unexplained=self.layouts_unexplained)
 
     def to_json(self) -> Dict[str, Any]:
         """The record for the JSON report and the journal (secrets already removed)."""
@@ -153,6 +159,9 @@ class TrialRecord:
             "timeout_s": self.timeout_s,
             "load_format": self.load_format,
             "max_len_hint_exact": self.hint_exact,
+            # only where true: a model laid out in KV cache groups (reports of plain models keep their keys)
+            **({"max_len_hint_from_layout": True} if self.hint_from_layout else {}),
+            **({"layouts_unexplained": True} if self.layouts_unexplained else {}),
             "log": self.log,
         }
 
@@ -171,6 +180,8 @@ class TrialRecord:
                 device=dict(data.get("device") or {}), transient=bool(data.get("transient")),
                 timeout_s=data.get("timeout_s"), load_format=data.get("load_format"),
                 hint_exact=bool(data.get("max_len_hint_exact")),
+                hint_from_layout=bool(data.get("max_len_hint_from_layout")),
+                layouts_unexplained=bool(data.get("layouts_unexplained")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError("not a trial record (%s: %s)" % (type(exc).__name__, exc)) from None
@@ -208,6 +219,19 @@ def hint_exact_of(verdict: Classification, versions: Mapping[str, Any], context:
         return False
     regime = regime_of(verdict.facts, versions, context)
     return hint_is_exact(verdict.outcome, verdict.facts, regime, context.plain_attention, context.layouts)
+
+
+def layout_reading_of(verdict: Classification, versions: Mapping[str, Any], context: TrialContext
+                      ) -> Tuple[bool, bool]:
+    """Whether the trial's hint was read off the foreseen KV cache groups, and whether its printed pool
+    figures match none of them (see `layouts_unexplained`)."""
+    if context.plain_attention or not context.layouts or verdict.outcome is Outcome.KV_TOO_SMALL:
+        return False, False
+    facts = verdict.facts
+    regime = regime_of(facts, versions, context)
+    size = facts.block_size or context.guess_block_size
+    own = facts.autofit_len is not None and bool(facts.autofit_reduced)  # vLLM's own auto-fit length
+    return not own, layouts_unexplained(facts, regime, size, context.layouts)
 
 
 def concurrency_verdict(verdict: Classification, length: Optional[int], result: Optional[ProbeResult],
@@ -255,10 +279,12 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
     evidence = list(verdict.evidence)
     if run.survivors:
         evidence.append("processes still alive after cleanup: %s" % run.survivors)
+    from_layout, unexplained = layout_reading_of(verdict, versions, context)
+    hint = hint_of(verdict, versions, context)
     return TrialRecord(
         index=index, llm_kwargs=public_args(llm_kwargs), outcome=verdict.outcome, detail=verdict.detail,
-        duration_s=run.duration_s, length=length,
-        hint=hint_of(verdict, versions, context), hint_exact=hint_exact_of(verdict, versions, context),
+        duration_s=run.duration_s, length=length, hint=hint, hint_exact=hint_exact_of(verdict, versions, context),
+        hint_from_layout=from_layout and hint is not None, layouts_unexplained=unexplained,
         facts=verdict.facts, evidence=tuple(evidence),
         phase=verdict.phase, exit_code=run.exit_code, versions=versions,
         request=dict(result.request) if result is not None and result.request is not None else None,
