@@ -24,9 +24,10 @@ from vllm_fit.logs.kv_groups import (
 )
 from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
-from vllm_fit.prepare.attention import layer_page_shapes, unmodelled_attention
+from vllm_fit.prepare.attention import unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
 from vllm_fit.prepare.hybrid_layers import mamba_state, ssm_dtype_bytes
+from vllm_fit.prepare.layer_pages import layer_page_shapes
 from vllm_fit.prepare.modelinfo import (
     ModelInfo,
     kv_bytes_per_token,

@@ -10,7 +10,7 @@ import re
 from typing import Any, Dict, Optional, Tuple
 
 from ..logs.kv_groups import Chunk, Span, State
-from .config_basics import DTYPE_BYTES, model_dtype_bytes, positive_int, text_config
+from .config_basics import model_dtype_bytes, positive_int, text_config
 from .hybrid_layers import (
     DELTANET_MODEL_TYPES,
     SHORT_CONV_MODEL_TYPES,
@@ -24,6 +24,7 @@ from .hybrid_layers import (
     zamba2_config,
     zamba2_layers,
 )
+from .layer_pages import GLOBAL_HEAD_DIM_MODEL_TYPES, kv_shared_layers, layer_overrides, layer_page_shapes
 
 
 def sliding_window(config: Dict[str, Any]) -> Optional[int]:
@@ -99,68 +100,6 @@ def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     return 2 * kv_heads * head_dim * dtype
 
 
-def kv_shared_layers(config: Dict[str, Any]) -> int:
-    """How many of the last layers reuse an earlier layer's keys and values and keep no cache of their own
-    (Gemma 3n's and Gemma 4's `num_kv_shared_layers`; vLLM's kv_sharing_target_layer_name)."""
-    shared = text_config(config).get("num_kv_shared_layers")
-    return shared if isinstance(shared, int) and not isinstance(shared, bool) and shared > 0 else 0
-
-
-GLOBAL_HEAD_DIM_MODEL_TYPES = frozenset({"gemma4_text", "gemma4_unified_text"})
-"""Gemma 4: its full-attention layers take `global_head_dim` (512 where config.json names none) and, with
-`attention_k_eq_v`, `num_global_key_value_heads` (transformers' Gemma4TextConfig, which vLLM's gemma4.py
-reads as per_layer_config)."""
-_PAGE_OVERRIDES = frozenset({"head_dim", "num_key_value_heads"})
-
-
-def _layer_overrides(config: Dict[str, Any]) -> Optional[Dict[int, Dict[str, Any]]]:
-    """Per layer index, the attention numbers that differ from the model's: transformers' per_layer_config,
-    or Gemma 4's global layers as transformers fills them in ({}: none differ; None: per-layer settings
-    this tool does not read)."""
-    per_layer = config.get("per_layer_config")
-    if per_layer is not None:
-        if not isinstance(per_layer, dict):
-            return None
-        found: Dict[int, Dict[str, Any]] = {}
-        for key, value in per_layer.items():
-            if not str(key).isdigit() or not isinstance(value, dict) or set(value) - _PAGE_OVERRIDES:
-                return None
-            found[int(key)] = value
-        return found
-    if str(config.get("model_type", "")) not in GLOBAL_HEAD_DIM_MODEL_TYPES:
-        return {}
-    types = config.get("layer_types")
-    if not isinstance(types, list):
-        return None
-    override: Dict[str, Any] = {"head_dim": config.get("global_head_dim", 512)}
-    if config.get("attention_k_eq_v") and config.get("num_global_key_value_heads") is not None:
-        override["num_key_value_heads"] = config["num_global_key_value_heads"]
-    return {index: override for index, kind in enumerate(types) if kind == "full_attention"}
-
-
-def layer_page_shapes(config: Dict[str, Any]) -> Optional[Tuple[Tuple[int, int], ...]]:
-    """Per cached layer (as `layer_windows` lists them), its KV heads and the bytes one token takes per KV
-    head, where some layer's attention numbers differ from the model's (Gemma 4's global layers,
-    transformers' per_layer_config); None where every layer is alike, or a number is missing."""
-    config = text_config(config)
-    overrides, layers, dtype = _layer_overrides(config), config.get("num_hidden_layers"), model_dtype_bytes(config)
-    if not overrides or not isinstance(layers, int) or not positive_int(layers) or dtype is None:
-        return None
-    heads = config.get("num_attention_heads")
-    base = {"num_key_value_heads": config.get("num_key_value_heads", heads),
-            "head_dim": config.get("head_dim") or (config.get("hidden_size", 0) // heads
-                                                   if isinstance(heads, int) and positive_int(heads) else None)}
-    shapes = []
-    for index in range(layers - kv_shared_layers(config)):
-        numbers = {**base, **overrides.get(index, {})}
-        kv_heads, head_dim = numbers["num_key_value_heads"], numbers["head_dim"]
-        if not isinstance(kv_heads, int) or not isinstance(head_dim, int) or not positive_int(kv_heads) \
-                or not positive_int(head_dim):
-            return None
-        shapes.append((kv_heads, 2 * head_dim * dtype))
-    return tuple(shapes)
-
-
 def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     """The attention kind whose KV cache this tool does not cost from config.json, in words (None: every
     layer is full or sliding-window attention): MLA's latent pages, mamba and linear-attention state pages,
@@ -169,7 +108,7 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     if config.get("kv_lora_rank") and not latent_attention(config):
         return "multi-head latent attention as model type %s lays it out (kv_lora_rank %s)" % (
             config.get("model_type") or "unknown", config.get("kv_lora_rank"))
-    if _layer_overrides(config) is None:
+    if layer_overrides(config) is None:
         return "per-layer attention settings of model type %s (per_layer_config)" % (
             config.get("model_type") or "unknown")
     shaped = [key for key in config if config.get(key) is not None and _PER_TYPE_SHAPE.search(str(key))
@@ -285,75 +224,3 @@ def _declared_spans(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     if str(config.get("model_type", "")) == "gemma2":
         return tuple(window if i % 2 == 0 else None for i in range(layers))
     return (window,) * layers
-
-
-_BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
-           "num_hidden_layers": 100000, "num_attention_heads": 100000, "num_key_value_heads": 100000,
-           "head_dim": 1 << 20, "hidden_size": 1 << 24, "intermediate_size": 1 << 26, "vocab_size": 1 << 26,
-           "sliding_window": 1 << 40, "max_window_layers": 100000, "attention_chunk_size": 1 << 40,
-           "no_rope_layer_interval": 100000, "mamba_n_heads": 1 << 20, "mamba_d_head": 1 << 20,
-           "mamba_d_state": 1 << 20, "mamba_n_groups": 1 << 20, "mamba_d_conv": 1 << 10, "mamba_expand": 1 << 10,
-           "mamba_num_heads": 1 << 20, "mamba_head_dim": 1 << 20, "linear_num_key_heads": 1 << 20,
-           "linear_num_value_heads": 1 << 20, "linear_key_head_dim": 1 << 20, "linear_value_head_dim": 1 << 20,
-           "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24, "attn_layer_period": 100000,
-           "global_head_dim": 1 << 20, "num_global_key_value_heads": 100000, "n_mamba_heads": 1 << 20,
-           "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
-           "conv_dim": 1 << 24}
-"""The numbers the accounting reads, with the largest value any real model comes near."""
-ZERO_MEANS_NONE = frozenset({"max_window_layers", "sliding_window", "attention_chunk_size", "no_rope_layer_interval",
-                             "qk_rope_head_dim"})
-"""Numbers real configs set to 0 (Mellum's and Qwen-style configs' max_window_layers 0: every layer from the
-first; a window or chunk of 0: none)."""
-PER_LAYER_KEYS = frozenset({"intermediate_size"})
-"""Numbers a config may give per layer as a list (Gemma 3n's intermediate_size)."""
-KNOWN_DTYPES = frozenset({*DTYPE_BYTES, "auto", "float8_e4m3fn", "float8_e5m2", "fp8"})
-
-
-def check_config(config: Dict[str, Any]) -> None:
-    """Refuse (ValueError) a config.json whose numbers the accounting cannot use: counts that are not
-    whole numbers in range, an unknown dtype, a misshapen architectures, rope or text_config entry."""
-    if "text_config" in config and config["text_config"] is not None and not isinstance(config["text_config"], dict):
-        raise ValueError("text_config must be a mapping, got %s" % type(config["text_config"]).__name__)
-    if isinstance(config.get("text_config"), dict) and config["text_config"].get("text_config") is not None:
-        raise ValueError("text_config holds another text_config; vLLM reads the language model's numbers from one"
-                         " level only")
-    for section in (config, text_config(config)):
-        quantization = section.get("quantization_config")
-        if quantization is not None and not isinstance(quantization, dict):
-            raise ValueError("quantization_config must be a mapping (with quant_method), got %s"
-                             % type(quantization).__name__)
-    architectures = config.get("architectures")
-    if architectures is not None and (not isinstance(architectures, list)
-                                      or not all(isinstance(a, str) for a in architectures)):
-        raise ValueError("architectures must be a list of names, got %r" % (architectures,))
-    for section in (config, text_config(config)):
-        for key, bound in _BOUNDS.items():
-            value = section.get(key)
-            if value is None or (key in ("sliding_window", "max_window_layers") and value is False):
-                continue
-            if key in PER_LAYER_KEYS and isinstance(value, list) and value:
-                values = value  # Gemma 3n: one per layer
-            else:
-                values = [value]
-            least = 0 if key in ZERO_MEANS_NONE else 1
-            if any(not isinstance(one, int) or isinstance(one, bool) or not least <= one <= bound for one in values):
-                raise ValueError("%s must be a whole number from %d to %d%s, got %r" % (
-                    key, least, bound, " (or a list of them, one per layer)" if key in PER_LAYER_KEYS else "", value))
-        for key in ("torch_dtype", "dtype"):
-            value = section.get(key)
-            if value is not None and (not isinstance(value, str) or value not in KNOWN_DTYPES):
-                raise ValueError("%s %r is not a dtype vLLM loads (%s)" % (key, value, ", ".join(sorted(DTYPE_BYTES))))
-        for key in ("rope_scaling", "rope_parameters"):
-            value = section.get(key)
-            if value is not None and not isinstance(value, dict):
-                raise ValueError("%s must be a mapping, got %s" % (key, type(value).__name__))
-    text = text_config(config)
-    shared, layers = text.get("num_kv_shared_layers"), text.get("num_hidden_layers")
-    if shared is not None and (not isinstance(shared, int) or isinstance(shared, bool) or shared < 0
-                               or (isinstance(layers, int) and shared >= layers)):
-        raise ValueError("num_kv_shared_layers must be a whole number below num_hidden_layers, got %r"
-                         % (shared,))
-    heads, kv_heads = text.get("num_attention_heads"), text.get("num_key_value_heads")
-    if isinstance(heads, int) and isinstance(kv_heads, int) and heads % kv_heads:
-        raise ValueError("num_key_value_heads %d does not divide num_attention_heads %d (each KV head serves a"
-                         " whole group of query heads)" % (kv_heads, heads))

@@ -13,21 +13,21 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from ..errors import BadInput
 from ..files.reading import check_nesting, read_input_bytes
 from ..logs.kv_groups import Span
-from .attention import DTYPE_BYTES as _DTYPE_BYTES
 from .attention import (
     MLA_SINCE,
-    check_config,
     kv_bytes_per_token,
     latent_attention,
     layer_kv_bytes_per_token,
-    layer_page_shapes,
     layer_windows,
     sliding_window,
     text_config,
     unmodelled_attention,
 )
+from .config_basics import DTYPE_BYTES as _DTYPE_BYTES
 from .config_basics import model_dtype_bytes
+from .config_checks import check_config
 from .hybrid_layers import mamba_state, ssm_dtype_bytes
+from .layer_pages import layer_page_shapes
 from .maxlen import MAX_CONFIG_BYTES, YARN_UNSCALED_SINCE, derived_max_len, max_len_source, tokenizer_max_len
 
 __all__ = ["ModelInfo", "derived_max_len", "kv_bytes_per_token", "layer_kv_bytes_per_token", "layer_windows",
