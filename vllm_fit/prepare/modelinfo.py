@@ -97,7 +97,7 @@ class ModelInfo:
         """KV bytes on one rank: KV heads split across ranks (replicated when fewer); MLA's latent whole."""
         if not self.num_kv_heads or self.latent_attention:
             return per_token
-        return per_token // self.num_kv_heads * max(1, self.num_kv_heads // tensor_parallel_size)
+        return per_token // self.num_kv_heads * heads_on_rank(self.num_kv_heads, tensor_parallel_size)
 
     def layer_kv_bytes_per_rank(self, tensor_parallel_size: int) -> Optional[int]:
         """KV bytes one token takes in one layer on one rank, in the model's dtype (where layers differ, in
@@ -110,7 +110,7 @@ class ModelInfo:
 
     def _layer_pages(self, tensor_parallel_size: int) -> Tuple[int, ...]:
         """Per cached layer, KV bytes a token takes on one rank (KV heads split, replicated when fewer)."""
-        return tuple(max(1, heads // tensor_parallel_size) * per_head
+        return tuple(heads_on_rank(heads, tensor_parallel_size) * per_head
                      for heads, per_head in self.layer_page_shapes or ())
 
     def page_scales(self, tensor_parallel_size: int) -> Optional[Tuple[int, ...]]:
@@ -146,6 +146,11 @@ class ModelInfo:
                 return None  # a cache dtype this tool does not know: only measured numbers count
             per_token = per_token * element // self.dtype_bytes
         return self._per_rank(per_token, tensor_parallel_size)
+
+
+def heads_on_rank(kv_heads: int, tensor_parallel_size: int) -> int:
+    """KV heads one tensor-parallel rank keeps: split across ranks, replicated where fewer than ranks."""
+    return max(1, kv_heads // tensor_parallel_size)
 
 
 def kv_element_bytes(engine_args: Dict[str, Any]) -> Any:
