@@ -4,6 +4,7 @@ how a trial's own figures pick the layout. The numbers are real vLLM 0.32 figure
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -39,6 +40,7 @@ from vllm_fit.prepare.modelinfo import (
 from vllm_fit.prepare.request import request_from_options
 from vllm_fit.strategies.base import AUTO, LengthSpace, Observation, bracket
 from vllm_fit.strategies.length import Predict
+from vllm_fit.trial.record import TrialRecord
 
 V032_CPU = Regime.of("0.32.0", cpu=True)
 KV_6MIB = 6 << 20
@@ -663,3 +665,43 @@ def test_a_length_read_off_layouts_another_trial_contradicts_proves_nothing():
     assert served.hint is None and served.layouts_unexplained
     assert not bracket([lucky]).allowed(10241)  # alone, the lucky reading would end the search
     assert bracket([lucky, served]).allowed(10241) and bracket([lucky, served]).proven_ok == 10240
+
+
+V019_CPU = Regime.of("0.19.1", cpu=True)
+
+
+def test_before_0_20_1_the_groups_token_figure_and_the_concurrency_pick_the_layout():
+    """vLLM 0.19.1 (CPU, VLLM_CPU_KVCACHE_SPACE=1), a Gemma 3 of five sliding layers (window 512) and one
+    full, 64 KV heads of 256: 128 blocks of 128, "GPU KV cache size: 2,688 tokens" (128 // 6 groups x 128)
+    and "Maximum concurrency for 2,433 tokens per request: 1.02x" (measured 2026-12-05). The pool holds
+    2560 (it served; 2561 was refused at the start). Before, nothing was read off the pool before 0.20.1 and
+    the search walked up one success at a time (17 launches); a layout with another number of groups does
+    not reproduce the token figure."""
+    facts = CapacityFacts(kv_cache_tokens=2688, concurrency_len=2433, num_blocks=128, block_size=128,
+                          max_concurrency=1.02, in_flight_tokens=4096)
+    layouts = candidate_layouts((512,) * 5 + (None,))
+    assert max_len_hint(Outcome.OK, facts, V019_CPU, 128, plain_attention=False, layouts=layouts) == 2560
+    assert hint_is_exact(Outcome.OK, facts, V019_CPU, False, layouts)
+    assert max_len_hint(Outcome.OK, dataclasses.replace(facts, kv_cache_tokens=128 // 2 * 128), V019_CPU, 128,
+                        plain_attention=False, layouts=layouts) is None
+    assert max_len_hint(Outcome.OK, facts, Regime.of("0.9.0", cpu=True), 128, plain_attention=False,
+                        layouts=layouts) is None  # no hybrid KV cache figures to read before 0.9.1
+
+
+def test_a_cpu_pool_from_the_environment_does_not_shrink_with_the_length():
+    """Before 0.20 the CPU backend sizes the pool from VLLM_CPU_KVCACHE_SPACE at every length: the too-long
+    start's pessimistic reading (2433, from the estimate 2560) beside the exact 2560 of a start is no
+    shrinking pool, so no secant step to 2559 before 2560 (measured on 0.19.1: 4 launches, now 3)."""
+    assert V019_CPU.kv_from_environment and not V028_CPU.kv_from_environment
+
+    def trial(length: int, outcome: Outcome, hint: int, exact: bool, from_environment: bool) -> Observation:
+        return TrialRecord(index=1, llm_kwargs={"max_model_len": length}, outcome=outcome, detail="", duration_s=9.0,
+                           length=length, hint=hint, hint_exact=exact, facts=CapacityFacts(block_size=128),
+                           evidence=(), kv_from_environment=from_environment).observation()
+
+    space = LengthSpace(1, 32768, 1)
+    history = [trial(32768, Outcome.KV_TOO_SMALL, 2433, False, True), trial(2433, Outcome.OK, 2560, True, True)]
+    assert history[1].kv_fixed and history[1].fixed_pool_bound == 2560
+    assert Predict(space).propose(history) == 2560
+    profiled = [trial(32768, Outcome.KV_TOO_SMALL, 2433, False, False), trial(2433, Outcome.OK, 2560, True, False)]
+    assert Predict(space).propose(profiled) == 2559  # a profiled pool may shrink: the line through both points

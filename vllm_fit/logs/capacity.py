@@ -66,9 +66,9 @@ def layout_len(facts: CapacityFacts, regime: Regime, block_size: int, layouts: S
     layouts that reproduce its printed figures agree; None otherwise.
 
     From 0.29 the start check and the admission gate count the same blocks (null block included);
-    before (V1, from 0.20.1 where the token figure is exact), the start check counts the length in
-    every block and the request its prompt beside the null block (measured on vLLM 0.28 with mamba2,
-    chunked local and sliding-window layers)."""
+    before (V1 from 0.9.1), the start check counts the length in every block and the request its prompt
+    beside the null block (measured on vLLM 0.28 with mamba2, chunked local and sliding-window layers, and
+    on 0.19.1 with Gemma 3's)."""
     pairs = _calibrated_pairs(facts, regime, block_size, layouts)
     if not pairs or not facts.num_blocks:
         return None
@@ -86,18 +86,21 @@ def layouts_unexplained(facts: CapacityFacts, regime: Regime, block_size: int, l
 def _calibrated_pairs(facts: CapacityFacts, regime: Regime, block_size: int, layouts: Sequence[KvLayout]
                       ) -> Optional[Tuple[Tuple[KvLayout, int], ...]]:
     """The (layout, in-flight tokens) pairs that reproduce the trial's printed figures; None where the
-    figures or the version cannot tell (no layouts, V0, no block count or length, 0.20.0 and before)."""
+    figures or the version cannot tell (no layouts, V0, no block count or length, before 0.9.1). Up to
+    0.20.0 the token figure counts the groups and the 2-decimal concurrency the request's need: both
+    must match (vLLM 0.19.1, Gemma 3: "KV cache size: 2,688 tokens" for 128 blocks in 6 groups)."""
     blocks, length = facts.num_blocks, facts.concurrency_len
-    if not layouts or not regime.v1 or not blocks or not length:
+    if not layouts or not regime.v1 or not blocks or not length or not regime.since(0, 9, 1):
         return None
-    if not regime.null_block_in_start_check and not regime.since(0, 20, 1):
-        return None
-    tokens = facts.kv_cache_tokens if regime.since(0, 20, 1) else None
-    if tokens is None and facts.max_concurrency is None:
+    by_groups = not regime.since(0, 20, 1)
+    tokens = facts.kv_cache_tokens
+    if (tokens is None and facts.max_concurrency is None) or (by_groups and (
+            tokens is None or facts.max_concurrency is None)):
         return None
     in_flight = (facts.in_flight_tokens,) if facts.in_flight_tokens else in_flight_options(
         facts.max_num_batched_tokens, regime.cpu)
-    return calibrated(layouts, in_flight, block_size, blocks, length, tokens, facts.max_concurrency)
+    return calibrated(layouts, in_flight, block_size, blocks, length, tokens, facts.max_concurrency,
+                      tokens_by_groups=by_groups)
 
 
 def request_blocks(facts: CapacityFacts, regime: Regime) -> Optional[int]:

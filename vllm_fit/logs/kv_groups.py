@@ -13,8 +13,8 @@ and serves L exactly when the sum of the needs is at most B - 1.
 The layout a model really gets depends on the installed vLLM and transformers (which layers slide,
 whether the hybrid manager is on), so a layout from config.json is a candidate only: `calibrated`
 keeps the candidates that reproduce vLLM's own figures of a started trial (its block count and its
-"KV cache size: N tokens", N = int(blocks / need(L) x L) from 0.20.1), and a length is read off them
-only where all that remain agree.
+"KV cache size: N tokens", N = int(blocks / need(L) x L) from 0.20.1; before, blocks // groups x block
+beside the 2-decimal concurrency), and a length is read off them only where all that remain agree.
 """
 
 from __future__ import annotations
@@ -189,15 +189,26 @@ def tokens_line(blocks: int, need: int, length: int) -> int:
     return int(blocks / need * length)
 
 
+def grouped_tokens_line(blocks: int, layout: KvLayout, block_size: int) -> int:
+    """vLLM 0.9.1-0.20.0's "KV cache size: N tokens": the pool's blocks split evenly over the groups, times
+    the smallest block (`_report_kv_cache_config`: num_blocks // len(groups) * min_block_size)."""
+    return blocks // len(layout.windows) * block_size * (min(layout.scales) if layout.scales else 1)
+
+
 def calibrated(layouts: Iterable[KvLayout], in_flight: Iterable[int], block_size: int, blocks: int, length: int,
-               tokens: Optional[int], concurrency: Optional[float]) -> Tuple[Tuple[KvLayout, int], ...]:
+               tokens: Optional[int], concurrency: Optional[float], tokens_by_groups: bool = False
+               ) -> Tuple[Tuple[KvLayout, int], ...]:
     """The (layout, in-flight tokens) pairs whose need at `length` reproduces what vLLM printed for a
-    pool of `blocks`: the token figure (0.20.1+, exact), else the 2-decimal concurrency."""
+    pool of `blocks`: the token figure (0.20.1+, exact), else the 2-decimal concurrency. `tokens_by_groups`:
+    the token figure is the older one (0.9.1-0.20.0), which pins the number of groups, and the concurrency
+    the request's need."""
     kept = []
     for layout in layouts:
+        if tokens_by_groups and (tokens is None or grouped_tokens_line(blocks, layout, block_size) != tokens):
+            continue
         for tokens_in_flight in in_flight:
             need = layout.request_blocks(length, block_size, tokens_in_flight)
-            if tokens is not None:
+            if tokens is not None and not tokens_by_groups:
                 if tokens_line(blocks, need, length) == tokens:
                     kept.append((layout, tokens_in_flight))
             elif concurrency is not None and abs(blocks / need - concurrency) <= 0.0051:

@@ -119,10 +119,16 @@ class Regime:
         return self.autofit and self.null_block_in_start_check
 
     @property
+    def kv_from_environment(self) -> bool:
+        """The CPU backend before 0.20 sizes the KV cache from VLLM_CPU_KVCACHE_SPACE (whole GiB), never from a
+        profile: the pool is the same at every length."""
+        return self.cpu and not self.since(0, 20, 0)
+
+    @property
     def kv_bytes_knob(self) -> bool:
         """kv_cache_memory_bytes exists from 0.10.2; the CPU backend honours it only from 0.20."""
         if self.cpu:
-            return self.since(0, 20, 0)
+            return not self.kv_from_environment
         return self.since(0, 10, 2)
 
     @property

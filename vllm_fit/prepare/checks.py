@@ -128,7 +128,7 @@ def check_knob(request: SearchRequest, regime: Regime, version: Optional[str], n
     if not regime.since(0, 10, 2):
         raise BadInput("kv_cache_memory_bytes needs vLLM 0.10.2 or newer (this is %s); use"
                        " --gpu-memory-utilization, or on the CPU backend VLLM_CPU_KVCACHE_SPACE" % version)
-    if regime.cpu and not regime.since(0, 20, 0):
+    if regime.kv_from_environment:
         raise BadInput("vLLM %s on the CPU backend ignores kv_cache_memory_bytes (honoured from 0.20); size the"
                        " KV cache with VLLM_CPU_KVCACHE_SPACE=<GiB> and search without --kv-cache-memory" % version)
 

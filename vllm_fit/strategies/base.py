@@ -72,7 +72,8 @@ class Observation:
     """With the KV size fixed (the same pool at every length): the pool's own limit, exact from vLLM's
     numbers; nothing longer starts and serves at this memory."""
     kv_fixed: bool = False
-    """kv_cache_memory_bytes sized the pool: the same at every length, so it never shrinks with it."""
+    """kv_cache_memory_bytes (or, on the CPU backend before 0.20, VLLM_CPU_KVCACHE_SPACE) sized the pool: the
+    same at every length, so it never shrinks with it."""
     hint_from_layout: bool = False
     """The hint was read off the KV cache groups the tool foresaw, not off vLLM's own estimate."""
     layouts_unexplained: bool = False

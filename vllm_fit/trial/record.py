@@ -83,6 +83,8 @@ class TrialRecord:
     layouts_unexplained: bool = False
     """The trial printed its pool's figures and no foreseen KV cache layout reproduces them: lengths read
     off those layouts at this memory are in doubt."""
+    kv_from_environment: bool = False
+    """The CPU backend sized the pool from VLLM_CPU_KVCACHE_SPACE (before 0.20): the same at every length."""
 
     @property
     def requested_len(self) -> int:
@@ -120,9 +122,10 @@ class TrialRecord:
             facts.available_kv_gib * GIB if facts.available_kv_gib is not None else None)
         if kv_bytes is None and self.outcome is Outcome.KV_TOO_SMALL and facts.error_available_kv_gib:
             kv_bytes = facts.error_available_kv_gib * GIB  # the pool a too-long start had: a point on the line
-        kv_fixed = self.llm_kwargs.get("kv_cache_memory_bytes") is not None
-        if kv_fixed and self.outcome is not Outcome.KV_TOO_SMALL:
+        kv_set = self.llm_kwargs.get("kv_cache_memory_bytes") is not None
+        if kv_set and self.outcome is not Outcome.KV_TOO_SMALL:
             kv_bytes = float(self.llm_kwargs["kv_cache_memory_bytes"])
+        kv_fixed = kv_set or self.kv_from_environment
         return Observation(
             requested=self.requested_len, length=self.length, outcome=self.outcome, hint=self.hint,
             derived_max=derived, memory=self.memory, blocks=facts.num_blocks, block_size=facts.block_size,
@@ -162,6 +165,7 @@ class TrialRecord:
             # only where true: a model laid out in KV cache groups (reports of plain models keep their keys)
             **({"max_len_hint_from_layout": True} if self.hint_from_layout else {}),
             **({"layouts_unexplained": True} if self.layouts_unexplained else {}),
+            **({"kv_from_environment": True} if self.kv_from_environment else {}),
             "log": self.log,
         }
 
@@ -182,6 +186,7 @@ class TrialRecord:
                 hint_exact=bool(data.get("max_len_hint_exact")),
                 hint_from_layout=bool(data.get("max_len_hint_from_layout")),
                 layouts_unexplained=bool(data.get("layouts_unexplained")),
+                kv_from_environment=bool(data.get("kv_from_environment")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ValueError("not a trial record (%s: %s)" % (type(exc).__name__, exc)) from None
@@ -285,6 +290,7 @@ def record_from_run(index: int, llm_kwargs: Mapping[str, Any], run: ProcessRun, 
         index=index, llm_kwargs=public_args(llm_kwargs), outcome=verdict.outcome, detail=verdict.detail,
         duration_s=run.duration_s, length=length, hint=hint, hint_exact=hint_exact_of(verdict, versions, context),
         hint_from_layout=from_layout and hint is not None, layouts_unexplained=unexplained,
+        kv_from_environment=regime_of(verdict.facts, versions, context).kv_from_environment,
         facts=verdict.facts, evidence=tuple(evidence),
         phase=verdict.phase, exit_code=run.exit_code, versions=versions,
         request=dict(result.request) if result is not None and result.request is not None else None,
