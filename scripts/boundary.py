@@ -138,7 +138,10 @@ def _drive(process: subprocess.Popen, port: int, config: Dict[str, Any], length:
         model = model[0] if isinstance(model, list) else model
         body = {"model": model, "prompt": [1000 + (i * 37) % 1000 for i in range(length - 1)], "max_tokens": 1,
                 "ignore_eos": True, "temperature": 0.0}
-        response = client.post("/v1/completions", json=body, timeout=max(1.0, deadline - time.monotonic()))
+        try:
+            response = client.post("/v1/completions", json=body, timeout=max(1.0, deadline - time.monotonic()))
+        except httpx.TimeoutException:
+            return {"length": length, "started": True, "served": False, "detail": "the request timed out"}
         usage = response.json().get("usage") or {} if response.status_code == 200 else {}
         served = usage.get("total_tokens") == length
         return {"length": length, "started": True, "served": served, "status_code": response.status_code,

@@ -705,3 +705,22 @@ def test_a_cpu_pool_from_the_environment_does_not_shrink_with_the_length():
     assert Predict(space).propose(history) == 2560
     profiled = [trial(32768, Outcome.KV_TOO_SMALL, 2433, False, False), trial(2433, Outcome.OK, 2560, True, False)]
     assert Predict(space).propose(profiled) == 2559  # a profiled pool may shrink: the line through both points
+
+
+def test_a_scheduler_that_admits_whole_prompts_bounds_a_sliding_layouts_request():
+    """vLLM 0.19.1 admits a request only where its whole prompt's blocks are free in every group, windows
+    not yet freeing any (`can_fit_full_sequence`): the same Gemma 3, served (2048 batched tokens), 128
+    blocks, "Maximum concurrency for 2,591 tokens per request: 1.02x". Its start check passes up to 2944,
+    but a request of 2817 or 2696 tokens waits forever and 2689 serves (6 x cdiv(2688, 128) = 126 blocks
+    beside the null block; measured 2026-12-06, 21 launches before). Without the gate (0.14, 0.28) the
+    window-aware need decides: 2817, which 0.19.1 does not serve."""
+    facts = CapacityFacts(kv_cache_tokens=2688, concurrency_len=2591, num_blocks=128, block_size=128,
+                          max_concurrency=1.02)
+    layouts = candidate_layouts((512,) * 5 + (None,))
+    gated = Regime.of("0.19.1", cpu=True, whole_prompt_admission=True)
+    assert max_len_hint(Outcome.OK, facts, gated, 128, plain_attention=False, layouts=layouts) == 2689
+    assert hint_is_exact(Outcome.OK, facts, gated, False, layouts)
+    assert max_len_hint(Outcome.OK, facts, V019_CPU, 128, plain_attention=False, layouts=layouts) == 2817
+    gemma3 = hybrid_layout([512] * 5 + [None])
+    assert gemma3.admission_blocks(2688, 128) == 126 and gemma3.admission_blocks(2689, 128) == 132
+    assert hybrid_layout([State(2), None]).admission_blocks(300, 128) == 2 + 3

@@ -29,8 +29,8 @@ from ..outcome import Outcome
 from ..prepare.checks import LONG_LEN_ENV, check_model
 from ..prepare.envcheck import Interpreter
 from ..prepare.request import Via
+from ..trial.context import TrialContext
 from ..trial.listener import Listener
-from ..trial.record import TrialContext
 from ..trial.retry import RetryPolicy
 from ..trial.run import TrialPlan, launch
 from ..trial.runner import trial_environment

@@ -73,7 +73,8 @@ def layout_len(facts: CapacityFacts, regime: Regime, block_size: int, layouts: S
     if not pairs or not facts.num_blocks:
         return None
     return agreed_longest(pairs, block_size, facts.num_blocks,
-                          null_block_in_start_check=regime.null_block_in_start_check)
+                          null_block_in_start_check=regime.null_block_in_start_check,
+                          whole_prompt_admission=regime.whole_prompt_admission)
 
 
 def layouts_unexplained(facts: CapacityFacts, regime: Regime, block_size: int, layouts: Sequence[KvLayout]) -> bool:

@@ -93,12 +93,22 @@ class KvLayout:
                 total += cdiv(min(window - 1 + in_flight, length), block_size) + 1
         return total
 
+    def admission_blocks(self, prompt: int, base_block_size: int) -> int:
+        """Blocks a scheduler that admits whole prompts wants free for a `prompt`-token request: every
+        attention group counts every prompt token (nothing computed yet, so no window has freed any)."""
+        return sum(window.blocks if isinstance(window, State) else
+                   cdiv(prompt, base_block_size * (self.scales[index] if self.scales else 1))
+                   for index, window in enumerate(self.windows))
+
     def longest_held(self, blocks: int, block_size: int, in_flight: int, limit: int = LONGEST,
-                     null_block_in_start_check: bool = True) -> int:
+                     null_block_in_start_check: bool = True, whole_prompt_admission: bool = False) -> int:
         """The longest max_model_len a pool of `blocks` starts and serves (one block is the null block).
         From 0.29 the start check counts L tokens and the null block; before, it counts L tokens in
-        all the blocks, while the full-length request (L - 1 prompt tokens) needs the null block too."""
+        all the blocks, while the full-length request (L - 1 prompt tokens) needs the null block too.
+        `whole_prompt_admission`: the request also waits until its whole prompt's blocks are free (0.19)."""
         def held(length: int) -> bool:
+            if whole_prompt_admission and self.admission_blocks(max(1, length - 1), block_size) > blocks - 1:
+                return False
             if null_block_in_start_check:
                 return self.request_blocks(length, block_size, in_flight) <= blocks - 1
             return (self.request_blocks(length, block_size, in_flight) <= blocks
@@ -217,9 +227,11 @@ def calibrated(layouts: Iterable[KvLayout], in_flight: Iterable[int], block_size
 
 
 def agreed_longest(pairs: Sequence[Tuple[KvLayout, int]], block_size: int, blocks: int,
-                   limit: int = LONGEST, null_block_in_start_check: bool = True) -> Optional[int]:
+                   limit: int = LONGEST, null_block_in_start_check: bool = True,
+                   whole_prompt_admission: bool = False) -> Optional[int]:
     """The longest length a pool of `blocks` holds, where every calibrated pair agrees (else None)."""
-    answers = {layout.longest_held(blocks, block_size, tokens_in_flight, limit, null_block_in_start_check)
+    answers = {layout.longest_held(blocks, block_size, tokens_in_flight, limit, null_block_in_start_check,
+                                   whole_prompt_admission)
                for layout, tokens_in_flight in pairs}
     return answers.pop() if len(answers) == 1 else None
 

@@ -59,16 +59,19 @@ class Regime:
     """0.34's extensible KV cache: sized after warm-up, no free-memory check, default utilization 1.0."""
     cpu: bool = False
     """vLLM's CPU backend (KV sized in RAM; gpu_memory_utilization is a fraction of the NUMA node)."""
+    whole_prompt_admission: bool = False
+    """A request is admitted only where its whole prompt's blocks are free in every group, windows not
+    capped (see envcheck.Interpreter): a sliding or chunked group counts every prompt token there."""
 
     @classmethod
     def of(cls, version: Optional[str], engine: Optional[Engine] = None, env: Optional[Mapping[str, str]] = None,
-           kv_bytes_fixed: bool = False, cpu: bool = False) -> Regime:
+           kv_bytes_fixed: bool = False, cpu: bool = False, whole_prompt_admission: bool = False) -> Regime:
         """The regime of a version string, the engine seen (or expected) and the knob in use."""
         parsed = version_tuple(version)
         engine = engine or default_engine(parsed, env or {})
         extensible = (engine is Engine.V1 and parsed is not None and parsed >= (0, 34, 0) and not kv_bytes_fixed
                       and not cpu)
-        return cls(parsed, engine, extensible, cpu)
+        return cls(parsed, engine, extensible, cpu, whole_prompt_admission and engine is Engine.V1)
 
     def since(self, *version: int) -> bool:
         """True when this version is at least `version` (an unknown version counts as new)."""

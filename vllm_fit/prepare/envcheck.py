@@ -52,6 +52,13 @@ if out["vllm_found"] and not out.get("vllm"):  # a version computed at import ti
         out["vllm"] = str(vllm.__version__)
     except Exception as exc:
         out["vllm_error"] = repr(exc)[:300]
+for folder in (vllm_spec.submodule_search_locations or []) if vllm_spec else []:
+    try:  # the admission gate that counts a whole prompt's blocks in every group, no window cap (#37307)
+        text = open(folder + "/v1/core/kv_cache_manager.py").read()
+    except OSError:
+        continue
+    out["whole_prompt_admission"] = "def can_fit_full_sequence" in text and "apply_admission_cap" not in text
+    break
 torch_spec = importlib.util.find_spec("torch")  # CUDA/HIP versions, read from torch/version.py as text
 for folder in (torch_spec.submodule_search_locations or []) if torch_spec else []:
     try:
@@ -76,6 +83,9 @@ class Interpreter:
     torch_version: Optional[str]
     cuda_version: Optional[str] = None
     hip_version: Optional[str] = None
+    whole_prompt_admission: bool = False
+    """Its V1 scheduler admits a request only where the blocks of its whole prompt are free, counted in every
+    KV cache group as if no window freed any (`can_fit_full_sequence`, vLLM 0.19; from the source's text)."""
 
 
 QUERY_TIMEOUT_S = 20.0
@@ -110,4 +120,5 @@ def inspect_interpreter(python: str, timeout_s: float = QUERY_TIMEOUT_S) -> Inte
         raise EnvironmentProblem("the interpreter %s reports vLLM version %r, which is no vLLM release (such as"
                                  " 0.32.0); check its installation" % (python, info["vllm"]))
     return Interpreter(python, info["python"], info.get("vllm"), info.get("vllm_distribution"),
-                       info.get("torch"), info.get("torch_cuda"), info.get("torch_hip"))
+                       info.get("torch"), info.get("torch_cuda"), info.get("torch_hip"),
+                       info.get("whole_prompt_admission") is True)

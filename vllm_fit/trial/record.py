@@ -12,35 +12,15 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..logs.capacity import hint_is_exact, layouts_unexplained, max_len_hint, pool_blocks, request_blocks
 from ..logs.classify import classify
-from ..logs.kv_groups import KvLayout
 from ..logs.probe_result import ProbeResult
 from ..logs.regime import Engine, Regime, default_engine, version_tuple
 from ..outcome import CapacityFacts, Classification, Outcome
 from ..redact import public_args
 from ..strategies.base import AUTO, Observation
+from .context import TrialContext
 from .runner import ProcessRun
 
 GIB = 1 << 30
-
-
-@dataclass(frozen=True)
-class TrialContext:
-    """What the hint of a trial depends on besides its own output: the expected vLLM and the model."""
-
-    vllm_version: Optional[str]
-    guess_block_size: int
-    plain_attention: bool = True
-    kv_bytes_fixed: bool = False
-    cpu: bool = False
-    sliding_window: Optional[int] = None
-    """V0 keeps at most this many tokens' blocks per sequence (sliding-window models)."""
-    sequences: int = 1
-    """Full-length requests that must run at once (--concurrency)."""
-    layouts: Tuple[KvLayout, ...] = ()
-    """The KV cache groups vLLM may give a model that is not plain attention (checked against each
-    trial's own figures before a length is read off them)."""
-    interpreter: Optional[str] = None
-    """The Python that runs the trials (named where a module is missing from it)."""
 
 
 @dataclass(frozen=True)
@@ -208,7 +188,8 @@ def regime_of(facts: CapacityFacts, versions: Mapping[str, Any], context: TrialC
     """The rules this trial ran under: the version the child reported, the engine its log named."""
     version = versions.get("vllm") or facts.engine_version or context.vllm_version
     engine = facts.engine
-    return Regime.of(version, engine, kv_bytes_fixed=context.kv_bytes_fixed, cpu=context.cpu)
+    return Regime.of(version, engine, kv_bytes_fixed=context.kv_bytes_fixed, cpu=context.cpu,
+                     whole_prompt_admission=context.whole_prompt_admission)
 
 
 def hint_of(verdict: Classification, versions: Mapping[str, Any], context: TrialContext) -> Optional[int]:

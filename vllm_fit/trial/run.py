@@ -13,8 +13,9 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ..gpu import Devices, DeviceState
 from ..logs.phases import Phase
+from .context import TrialContext
 from .listener import Listener
-from .record import TrialContext, TrialRecord, record_from_run
+from .record import TrialRecord, record_from_run
 from .retry import RetryPolicy, run_with_retries
 from .runner import run_probe
 from .serve import run_server
