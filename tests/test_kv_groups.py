@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 
 import pytest
 
@@ -27,6 +28,7 @@ from vllm_fit.logs.regime import Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
 from vllm_fit.prepare.attention import unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
+from vllm_fit.prepare.envcheck import inspect_interpreter
 from vllm_fit.prepare.hybrid_layers import mamba_state, ssm_dtype_bytes
 from vllm_fit.prepare.layer_pages import layer_page_shapes
 from vllm_fit.prepare.modelinfo import (
@@ -724,3 +726,33 @@ def test_a_scheduler_that_admits_whole_prompts_bounds_a_sliding_layouts_request(
     gemma3 = hybrid_layout([512] * 5 + [None])
     assert gemma3.admission_blocks(2688, 128) == 126 and gemma3.admission_blocks(2689, 128) == 132
     assert hybrid_layout([State(2), None]).admission_blocks(300, 128) == 2 + 3
+
+
+@pytest.mark.parametrize("source, gated", [
+    ("    def can_fit_full_sequence(self, request):\n        pass\n", True),  # 0.19: no window cap
+    ("    def can_fit_full_sequence(self, request):\n        apply_admission_cap=True\n", False),
+    ("    def allocate_slots(self, request):\n        pass\n", False),  # 0.14: the first chunk only
+])
+def test_the_admission_rule_is_read_from_the_installed_vllm(source, gated, tmp_path, monkeypatch):
+    """The trial interpreter's vLLM source says whether its scheduler admits whole prompts (read as text,
+    vLLM is not imported)."""
+    core = tmp_path / "vllm" / "v1" / "core"
+    core.mkdir(parents=True)
+    (tmp_path / "vllm" / "__init__.py").write_text('__version__ = "0.19.1"\n')
+    (core / "kv_cache_manager.py").write_text("class KVCacheManager:\n" + source)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert inspect_interpreter(sys.executable).whole_prompt_admission is gated
+
+
+def test_under_whole_prompt_admission_a_too_long_estimate_is_read_as_the_least_admitted_length():
+    """The served Gemma 3 on 0.19.1: "the estimated maximum model length is 2944" at 32768 (2048 batched
+    tokens). The start check would pass up to it, but a pool that just holds 2944 (128 blocks) admits no
+    prompt longer than 2688 (6 x 21 blocks beside the null block), and were the six layers one sliding group,
+    a pool of 21 blocks none longer than 2560. The first guess is the least, 2561, which serves and whose
+    figures then name 2689; it was 2817, a request that waits forever (a whole trial timeout)."""
+    facts = CapacityFacts(estimated_max_len=2944, max_num_batched_tokens=2048, block_size=128)
+    layouts = candidate_layouts((512,) * 5 + (None,))
+    gated = Regime.of("0.19.1", cpu=True, whole_prompt_admission=True)
+    assert max_len_hint(Outcome.KV_TOO_SMALL, facts, V019_CPU, 128, plain_attention=False, layouts=layouts) == 2817
+    assert max_len_hint(Outcome.KV_TOO_SMALL, facts, gated, 128, plain_attention=False, layouts=layouts) == 2561
+    assert hybrid_layout([512] * 5 + [None]).admitted_within(2944, 128, 2048) == 2689

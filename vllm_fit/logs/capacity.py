@@ -30,7 +30,7 @@ def pool_blocks(facts: CapacityFacts, regime: Regime, block_size: Optional[int])
 
 
 def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_attention: bool,
-                   window: Optional[int], sequences: int = 1) -> Optional[int]:
+                   window: Optional[int], sequences: int = 1, layouts: Sequence[KvLayout] = ()) -> Optional[int]:
     """What a too-long error's numbers allow, in the version's rules."""
     if facts.estimated_max_len is not None:
         estimate = facts.estimated_max_len
@@ -44,7 +44,12 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
             return regime.servable_len(regime.estimate_blocks(estimate, block_size), block_size)
         # any layout: the estimate ends a block, and one block shorter the prompt (L - 1 tokens) needs at
         # least one block fewer, which is the null block's; the pool may hold more (measured on 0.28)
-        return max(0, estimate - block_size + 1)
+        pessimistic = max(0, estimate - block_size + 1)
+        if regime.whole_prompt_admission and layouts:  # and the whole prompt must be admitted: the least of
+            in_flight = in_flight_options(facts.max_num_batched_tokens, regime.cpu)  # what each layout allows
+            return min([pessimistic] + [layout.admitted_within(estimate, block_size, tokens)
+                                        for layout in layouts for tokens in in_flight])
+        return pessimistic
     if facts.error_capacity_tokens is not None:  # V0: the capacity in tokens is blocks x block size
         regime = dataclasses.replace(regime, engine=Engine.V0)  # only V0 prints this error
         blocks = facts.num_blocks if facts.num_blocks else facts.error_capacity_tokens // block_size
@@ -148,7 +153,7 @@ def max_len_hint(outcome: Outcome, facts: CapacityFacts, regime: Regime, block_s
     """
     size = facts.block_size or block_size
     if outcome is Outcome.KV_TOO_SMALL:
-        return _from_estimate(facts, regime, size, plain_attention, sliding_window, sequences)
+        return _from_estimate(facts, regime, size, plain_attention, sliding_window, sequences, layouts)
     blocks = pool_blocks(facts, regime, size)  # any start that sized its KV cache measured the pool
     if sequences > 1:  # lengths from blocks only: auto-fit's length is for one sequence
         return regime.servable_len(blocks, size, sliding_window, sequences) if plain_attention and blocks else None

@@ -125,6 +125,19 @@ class KvLayout:
                 high = middle - 1
         return low
 
+    def admitted_within(self, estimate: int, block_size: int, in_flight: int) -> int:
+        """The longest length whose whole prompt a pool that just starts `estimate` admits (the pool may be
+        larger: a lower bound, for a too-long error that names no block count)."""
+        free = self.request_blocks(estimate, block_size, in_flight) - 1  # the null block is taken
+        low, high = 0, estimate
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.admission_blocks(max(1, middle - 1), block_size) <= free:
+                low = middle
+            else:
+                high = middle - 1
+        return low
+
     def least_blocks(self, length: int, block_size: int, in_flight: int) -> int:
         """The fewest pool blocks with which `length` starts and serves (the null block included)."""
         return self.request_blocks(length, block_size, in_flight) + 1

@@ -22,8 +22,9 @@ Point = Tuple[int, int]
 def pool_points(history: Sequence[Observation]) -> List[Point]:
     """One point per trial that sized its pool and said how far it reaches (a start, or a too-long start
     with vLLM's capacity or estimate); a start with no memory at all for the cache reaches nothing. A pool
-    that kv_cache_memory_bytes sized is no point: it is the same at every length, and where two hints of it
-    differ, one is a pessimistic reading of rounded numbers, not a pool that shrank."""
+    that kv_cache_memory_bytes (or the CPU backend's VLLM_CPU_KVCACHE_SPACE before 0.20) sized is no point:
+    it is the same at every length, and where two hints of it differ, one is a pessimistic reading of
+    rounded numbers, not a pool that shrank."""
     points = []
     for obs in history:
         if obs.length is None or obs.kv_fixed:
