@@ -165,3 +165,20 @@ def test_vllm_use_v1_decides_the_engine_where_the_banner_is_silent(tmp_path):
         run = ProcessRun([], banner, result, 1, False, 1.0, "start")
         record = record_from_run(1, {"model": "m", "max_model_len": 1024}, run, TrialContext("0.7.0", 16))
         assert record.engine is not None and record.engine.value == engine
+
+
+def test_a_validation_error_is_described_by_its_first_error_not_its_header():
+    """vLLM 0.14.1 on a config.json that transformers 5 wrote (Gemma 3's per-layer-type rope_parameters), served
+    (measured 2026-12-06): the header "1 validation error for ModelConfig" names no cause; its next line does."""
+    log = ("(APIServer pid=30225) INFO 12-06 00:49:22 [utils.py:263] non-default args: {'max_model_len': 32768}\n"
+           "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+           "  Value error, rope_parameters should have a 'rope_type' key [type=value_error, input_value=ArgsKwargs(("
+           "), {'model': ...rocessor_plugin': None}), input_type=ArgsKwargs]\n"
+           "    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n")
+    verdict = classify(log, None, exit_code=1)
+    assert verdict.outcome is Outcome.BAD_CONFIG
+    assert verdict.detail.endswith("1 validation error for ModelConfig: Value error, rope_parameters should have a"
+                                   " 'rope_type' key")
+    field = classify("ValidationError: 1 validation error for EngineArgs\nmax_model_len\n  Input should be a valid"
+                     " integer [type=int_parsing, input_value='auto', input_type=str]\n", None, exit_code=1)
+    assert field.detail.endswith("for EngineArgs: max_model_len: Input should be a valid integer")

@@ -94,6 +94,39 @@ def test_a_sliding_window_hybrid_pool_is_read_in_the_versions_rules(version, vll
     assert report["launches"] <= 3, trials
 
 
+GEMMA3_LARGE_KV = {"num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 256, "query_pre_attn_scalar": 256}
+"""The tiny Gemma 3 (five sliding layers of window 512, one full) with 64 KiB of KV per layer and token."""
+
+
+@pytest.mark.parametrize("via, expected", [("llm", 2560), ("serve", 2689)])
+def test_on_0_19_a_sliding_window_hybrid_is_read_from_the_groups_figures(version, via, expected, vllm_python,
+                                                                        tiny_model, real_env, tmp_path):
+    """VLLM_CPU_KVCACHE_SPACE=1 gives 128 blocks of 128 in 6 groups ("KV cache size: 2,688 tokens", the
+    0.9.1-0.20.0 figure). LLM (4096 batched tokens): the start check stops at 2560. Served (2048): it passes
+    up to 2944, but 0.19 admits a request only when its whole prompt's blocks are free in every group, so
+    2689 (6 x 21 blocks beside the null block); 2690 waits forever. Measured 2026-12-06 with the tool and
+    scripts/boundary.py; before, 17 and 21 launches."""
+    if not (0, 19, 0) <= version < (0, 20, 0):
+        pytest.skip("measured on vLLM 0.19.1 (whole-GiB CPU pool, whole-prompt admission)")
+    families = tmp_path / "families"
+    subprocess.run([vllm_python, str(ROOT / "scripts" / "make_family_models.py"), str(families), str(tiny_model),
+                    "gemma3"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
+    model = tmp_path / "gemma3-large-kv"
+    model.mkdir()
+    for path in (families / "gemma3").iterdir():
+        if path.is_file() and path.suffix != ".safetensors":
+            shutil.copy(path, model / path.name)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps(dict(config, **GEMMA3_LARGE_KV)))
+    env = dict(real_env, VLLM_CPU_KVCACHE_SPACE="1", VLLM_FIT_VIA=via)
+    done, report = whole_gib_search(vllm_python, model, env, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    trials = [(t["engine_args"]["max_model_len"], t["outcome"]) for t in report["trials"]]
+    assert report["fit"]["max_model_len"] == expected and report["proven"] is True, trials
+    assert report["launches"] <= 3, trials
+    assert not any(t["outcome"] == "request_failed" for t in report["trials"]), trials  # no trial timeout spent
+
+
 LARGE_KV = {"num_hidden_layers": 16, "num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 256}
 """2 (K, V) x 16 layers x 64 KV heads x 256 x 2 bytes = 1 MiB of KV per token: 1 GiB holds 1024 tokens."""
 

@@ -128,6 +128,27 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str, interpreter: Op
     return line[:240]
 
 
+VALIDATION_HEADER = re.compile(r"\d+ validation errors? for \w+\s*$")
+VALIDATION_TYPE = re.compile(r"\s*\[type=[^\]]*\]?.*$")
+
+
+def _validation_reason(searched: List[LogLine], header: LogLine) -> Optional[str]:
+    """The first error under pydantic's "1 validation error for ModelConfig" header: its field (when it names
+    one) and message without pydantic's [type=...] tail (vLLM 0.14 on a transformers 5 config.json: "Value
+    error, rope_parameters should have a 'rope_type' key")."""
+    if not VALIDATION_HEADER.search(header.msg) or header not in searched:
+        return None
+    index = searched.index(header)
+    following = [line.msg.strip() for line in searched[index + 1:index + 4]]
+    field = following[0] if following and following[1:] and not following[0].startswith(("Value error", "Assertion")) \
+        and "[type=" not in following[0] else None
+    message = next((text for text in following if "[type=" in text), None)
+    if message is None:
+        return None
+    message = VALIDATION_TYPE.sub("", message).strip()
+    return "%s: %s" % (field, message) if field else message
+
+
 def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine], before: List[LogLine],
             facts: CapacityFacts, capacity_evidence: List[str], phase: Optional[str],
             in_request: bool, interpreter: Optional[str] = None) -> Optional[Classification]:
@@ -142,6 +163,9 @@ def _decide(patterns: List[Tuple[Pattern[str], Outcome]], searched: List[LogLine
             line, facts.oom_alloc_bytes, facts.oom_free_bytes, late = _worst_oom(hits, searched)
             facts.oom_stage = OomStage.KV_ALLOCATION if late and not in_request else oom_stage(before, in_request)
         detail = _describe(outcome, facts, line.msg, interpreter)
+        reason = _validation_reason(searched, line) if outcome is Outcome.BAD_CONFIG else None
+        if reason is not None:  # pydantic's header names no cause; its next lines do
+            detail = "%s: %s" % (detail, reason)[:400]
         return Classification(outcome, detail, facts, [*capacity_evidence, line.raw], phase)
     return None
 
