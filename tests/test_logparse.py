@@ -182,3 +182,27 @@ def test_a_validation_error_is_described_by_its_first_error_not_its_header():
     field = classify("ValidationError: 1 validation error for EngineArgs\nmax_model_len\n  Input should be a valid"
                      " integer [type=int_parsing, input_value='auto', input_type=str]\n", None, exit_code=1)
     assert field.detail.endswith("for EngineArgs: max_model_len: Input should be a valid integer")
+
+
+def test_a_served_request_the_client_gave_up_on_hung_like_one_the_deadline_ended(tmp_path):
+    """vLLM 0.19.1 served, a request its scheduler never admits: the HTTP client's timeout (the derived request
+    deadline) fired before the trial's own and the trial read as a crash ("HTTP None: ReadTimeout"), which left
+    the answer unproven (measured 2026-12-06). Either way it is a request that hung."""
+    import httpx
+
+    from vllm_fit.trial.http_requests import ServedConfig, send_requests, verdict
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/metrics":
+            return httpx.Response(200, text="")
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    config = ServedConfig(tmp_path / "served.yaml", "", "m")
+    with httpx.Client(base_url="http://vllm", transport=httpx.MockTransport(handler)) as client:
+        request = send_requests(client, config, 2696, 1, 59.9, {})
+    found = verdict(request)
+    assert found["status"] == "request_failed" and "hung" in found["request_problem"]
+    result = ProbeResult.parse({"status": found["status"], "phase": "request",
+                                "request_problem": found["request_problem"]})
+    classified = classify("", result, exit_code=0)
+    assert classified.outcome is Outcome.REQUEST_FAILED and "hung" in classified.detail

@@ -69,7 +69,8 @@ def _complete(client: httpx.Client, config: ServedConfig, length: int, sequence:
     try:
         response = client.post("/v1/completions", json=body, timeout=timeout_s)
     except httpx.HTTPError as exc:
-        return {"status_code": None, "error": "%s: %s" % (type(exc).__name__, exc)}
+        return {"status_code": None, "error": "%s: %s" % (type(exc).__name__, exc),
+                "timed_out": isinstance(exc, httpx.TimeoutException)}
     try:
         data = response.json()
     except ValueError:
@@ -112,6 +113,7 @@ def _complete_streamed(client: httpx.Client, config: ServedConfig, length: int, 
                     out["usage"] = chunk["usage"]
     except (httpx.HTTPError, ValueError) as exc:
         out["error"] = "%s: %s" % (type(exc).__name__, exc)
+        out["timed_out"] = isinstance(exc, httpx.TimeoutException)
     return out
 
 
@@ -157,11 +159,15 @@ def send_requests(client: httpx.Client, config: ServedConfig, length: int, seque
             "total_tokens": min(served), "served_tokens": served, "expected_tokens": length,
             "finish_reason": answers[0].get("finish_reason"), "seconds": round(time.monotonic() - started, 3),
             "peak_running": peak, "errors": [a["error"] for a in answers if a.get("error")],
-            "http": http}
+            "timed_out": any(a.get("timed_out") for a in answers), "timeout_s": timeout_s, "http": http}
 
 
 def verdict(request: Dict[str, Any]) -> Dict[str, Any]:
-    """The probe's status for these answers: ok only when every request served the full length."""
+    """The probe's status for these answers: ok only when every request served the full length; one that
+    got no answer within the request timeout hung (as when the trial's own deadline ends it first)."""
+    if request.get("timed_out"):
+        return {"status": STATUS_REQUEST_FAILED, "request_problem": "the full-length request hung; no answer"
+                " within its timeout (%s s)" % request.get("timeout_s")}
     if request["errors"]:
         first = request["errors"][0]
         return {"status": STATUS_REQUEST_FAILED, "exception": {"type": "HTTP %s" % request["http"]["status_codes"][0],
