@@ -20,7 +20,7 @@ beside the 2-decimal concurrency), and a length is read off them only where all 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence, Tuple, Union
+from typing import Callable, Iterable, Optional, Sequence, Tuple, Union
 
 LONGEST = 1 << 24
 """No max_model_len beyond this is searched for (16M tokens)."""
@@ -114,33 +114,29 @@ class KvLayout:
             return (self.request_blocks(length, block_size, in_flight) <= blocks
                     and self.request_blocks(max(1, length - 1), block_size, in_flight) <= blocks - 1)
 
-        if blocks <= 1 or not held(1):
-            return 0
-        low, high = 1, limit
-        while low < high:
-            middle = (low + high + 1) // 2
-            if held(middle):
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        return _longest(held, limit) if blocks > 1 else 0
 
     def admitted_within(self, estimate: int, block_size: int, in_flight: int) -> int:
         """The longest length whose whole prompt a pool that just starts `estimate` admits (the pool may be
         larger: a lower bound, for a too-long error that names no block count)."""
         free = self.request_blocks(estimate, block_size, in_flight) - 1  # the null block is taken
-        low, high = 0, estimate
-        while low < high:
-            middle = (low + high + 1) // 2
-            if self.admission_blocks(max(1, middle - 1), block_size) <= free:
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        return _longest(lambda length: self.admission_blocks(max(1, length - 1), block_size) <= free, estimate)
 
     def least_blocks(self, length: int, block_size: int, in_flight: int) -> int:
         """The fewest pool blocks with which `length` starts and serves (the null block included)."""
         return self.request_blocks(length, block_size, in_flight) + 1
+
+
+def _longest(held: Callable[[int], bool], limit: int) -> int:
+    """The longest length in [1, limit] that `held` accepts (it accepts every shorter one too), or 0."""
+    low, high = 0, limit
+    while low < high:
+        middle = (low + high + 1) // 2
+        if held(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def hybrid_layout(layer_windows: Sequence[Span], page_scales: Optional[Sequence[int]] = None) -> KvLayout:

@@ -23,8 +23,8 @@ def trial_plan(prepared: Prepared, work_dir: Any) -> TrialPlan:
                            kv_bytes_fixed=request.kv_cache_memory is not None, cpu=prepared.regime.cpu,
                            sliding_window=prepared.model.sliding_window, sequences=request.concurrency,
                            layouts=kv_layouts(prepared), interpreter=prepared.interpreter.python,
-                           whole_prompt_admission=prepared.interpreter.whole_prompt_admission
-                           and not _turned_off(request.engine_args.get("scheduler_reserve_full_isl")))
+                           whole_prompt_admission=prepared.interpreter.whole_prompt_admission  # unless turned off
+                           and request.engine_args.get("scheduler_reserve_full_isl", True) not in (False, 0))
     base = {"model": request.model, "tensor_parallel_size": request.tensor_parallel_size, **request.engine_args}
     if request.concurrency > 1:
         base.setdefault("max_num_seqs", request.concurrency)  # what the delivered YAML promises
@@ -35,9 +35,3 @@ def trial_plan(prepared: Prepared, work_dir: Any) -> TrialPlan:
                                                                  wait_s=request.retry_wait),
                      sequences=request.concurrency, baseline=prepared.devices.snapshot(), via=request.via,
                      explore_load_format=exploration_load_format(prepared))
-
-
-def _turned_off(value: Any) -> bool:
-    """An engine argument set to false (--engine-arg k=false, k=0 or a YAML false)."""
-    return value is False or (isinstance(value, (str, int)) and str(value).strip().lower() in ("false", "0", "no"))
-
