@@ -29,7 +29,7 @@ from vllm_fit.outcome import CapacityFacts, Outcome
 from vllm_fit.prepare.attention import unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
 from vllm_fit.prepare.envcheck import inspect_interpreter
-from vllm_fit.prepare.hybrid_layers import mamba_state, ssm_dtype_bytes
+from vllm_fit.prepare.hybrid_layers import ALIGNED_STATE_BLOCKS, DELTANET, mamba_state, ssm_dtype_bytes, state_family
 from vllm_fit.prepare.layer_pages import layer_page_shapes
 from vllm_fit.prepare.modelinfo import (
     ModelInfo,
@@ -345,6 +345,35 @@ def test_qwen3_next_gated_deltanet_layers_are_state_layers():
     # the tiny Qwen3-Next of the real tests: 38 blocks of 640 tokens hold 19840 (prefix caching on), 21760 off
     tiny = candidate_layouts((State(),) * 3 + (None,), (2, 1))
     assert [layout.longest_held(38, 640, 4096) for layout in tiny] == [19840, 21760]
+
+
+OLMO_HYBRID = {"model_type": "olmo_hybrid", "num_hidden_layers": 32, "hidden_size": 3840, "num_attention_heads": 30,
+               "num_key_value_heads": 30, "linear_conv_kernel_dim": 4, "linear_key_head_dim": 96,
+               "linear_value_head_dim": 192, "linear_num_key_heads": 30, "linear_num_value_heads": 30,
+               "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 8, "dtype": "bfloat16"}
+"""transformers 5.19's OlmoHybridConfig defaults (no head_dim key: hidden_size / heads), the keys vLLM 0.32's
+olmo_hybrid.py reads."""
+
+
+def test_a_gated_deltanet_hybrid_is_known_by_its_keys_whatever_its_model_type():
+    """OLMo hybrid and MiniCPM-V 4.6's language model size their linear layers with vLLM's
+    gated_delta_net_state_shape from the five keys Qwen3-Next uses, and name them in layer_types: the same
+    layout (24 state layers in three groups of 8, 2 blocks a request each with prefix caching on) rather
+    than vLLM's own fit and a proof. Their GDN kernels need triton (vLLM 0.32 on this CPU: "module 'triton'
+    has no attribute 'set_allocator'"), so this is the reading only, checked against vLLM's formula."""
+    spans = layer_windows(OLMO_HYBRID)
+    assert spans == (State(), State(), State(), None) * 8
+    assert state_family(OLMO_HYBRID) == DELTANET and unmodelled_attention(OLMO_HYBRID) is None
+    assert mamba_state(OLMO_HYBRID) == (3 * (2 * 30 * 96 + 30 * 192) * 2, 30 * 192 * 96)
+    layout = candidate_layouts(spans, (ALIGNED_STATE_BLOCKS[DELTANET],))[0]
+    assert layout.layers_per_group == 8 and layout.windows.count(State(2)) == 3
+    renamed = {**OLMO_HYBRID, "model_type": "some_future_hybrid"}
+    assert state_family(renamed) == DELTANET and layer_windows(renamed) == spans
+    # a layer type that is not linear or full attention, or a key missing: not this layout
+    odd = {**OLMO_HYBRID, "layer_types": ["mamba"] * 3 + ["full_attention"]}
+    assert state_family(odd) is None and unmodelled_attention(odd) == "layer types mamba"
+    partial = {key: value for key, value in OLMO_HYBRID.items() if key != "linear_conv_kernel_dim"}
+    assert state_family(partial) is None and unmodelled_attention(partial) == "layer types linear_attention"
 
 
 def test_hybrids_it_cannot_cost_are_never_plain_attention():

@@ -52,7 +52,7 @@ def kv_layouts(prepared: Prepared) -> Tuple[KvLayout, ...]:
 def _state_blocks(prepared: Prepared) -> Tuple[int, ...]:
     """The pool blocks a request's state may hold in a state layer, the likely count first: one, or what
     vLLM 0.32+ keeps with prefix caching on (its "align" mode: 3 for mamba2, 2 for gated DeltaNet)."""
-    aligned = ALIGNED_STATE_BLOCKS.get(prepared.model.model_type or "", 3)
+    aligned = ALIGNED_STATE_BLOCKS.get(prepared.model.state_family or "", 3)
     if prepared.request.engine_args.get("enable_prefix_caching") is not False and prepared.regime.since(0, 32, 0):
         return tuple(dict.fromkeys((aligned, 1, 2, 3)))
     return tuple(dict.fromkeys((1, aligned, 2, 3)))

@@ -12,15 +12,15 @@ from typing import Any, Dict, Optional, Tuple
 from ..logs.kv_groups import Chunk, Span, State
 from .config_basics import model_dtype_bytes, positive_int, text_config
 from .hybrid_layers import (
-    DELTANET_MODEL_TYPES,
+    DELTANET,
     SHORT_CONV_MODEL_TYPES,
-    STATE_MODEL_TYPES,
     chunked_layers,
     falcon_h1_layers,
     jamba_layers,
     mamba_state,
     nemotron_layers,
     short_conv_layers,
+    state_family,
     zamba2_config,
     zamba2_layers,
 )
@@ -140,7 +140,7 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     spans = layer_windows(config)
     if spans is not None and any(isinstance(span, State) for span in spans) and mamba_state(config) is None:
         return "state layers of model type %s whose sizes config.json does not give" % config.get("model_type")
-    if spans is None and str(config.get("model_type", "")) in STATE_MODEL_TYPES:
+    if spans is None and state_family(config) is not None:
         return "state layers of model type %s placed in a way this tool does not read" % config.get("model_type")
     return None
 
@@ -184,7 +184,8 @@ def _declared_spans(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
     window = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
     chunk = Chunk(config["attention_chunk_size"]) if positive_int(config.get("attention_chunk_size")) else None
     spans: Dict[str, Span] = {"full_attention": None, "sliding_attention": window, "chunked_attention": chunk}
-    if str(config.get("model_type", "")) in STATE_MODEL_TYPES:  # Granite 4.0-H names them as its hub config does
+    family = state_family(config)
+    if family is not None:  # Granite 4.0-H names them as its hub config does
         spans.update({"mamba": State(), "linear_attention": State(), "attention": None})
     types = config.get("layer_types")
     if str(config.get("model_type", "")) in SHORT_CONV_MODEL_TYPES:
@@ -204,7 +205,7 @@ def _declared_spans(config: Dict[str, Any]) -> Optional[Tuple[Span, ...]]:
         return zamba2_layers(config, layers)
     if str(config.get("model_type", "")) == "jamba":
         return jamba_layers(config, layers)
-    if str(config.get("model_type", "")) in DELTANET_MODEL_TYPES:  # transformers: full attention every n-th layer
+    if family == DELTANET:  # transformers: full attention every n-th layer
         interval = config.get("full_attention_interval", 4)
         if not positive_int(interval):
             return None

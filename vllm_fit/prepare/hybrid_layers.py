@@ -15,16 +15,38 @@ DELTANET_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_tex
 """Gated DeltaNet hybrids (vLLM's qwen3_next.py and qwen3_5.py: gated_delta_net_state_shape)."""
 SHORT_CONV_MODEL_TYPES = frozenset({"lfm2", "lfm2_moe"})
 """Short-convolution hybrids (vLLM's lfm2.py and lfm2_moe.py: short_conv_state_shape)."""
+DELTANET = "deltanet"
+"""The state family of every gated DeltaNet hybrid, by model type or by its keys (`state_family`)."""
 ALIGNED_STATE_BLOCKS = {"granitemoehybrid": 3, "nemotron_h": 3, "falcon_h1": 3, "zamba2": 3, "jamba": 2,
-                        **{kind: 2 for kind in DELTANET_MODEL_TYPES}, **{kind: 2 for kind in SHORT_CONV_MODEL_TYPES}}
+                        DELTANET: 2, **{kind: 2 for kind in SHORT_CONV_MODEL_TYPES}}
 """Pool blocks one request's state takes in a state layer with prefix caching on (vLLM 0.32's "align"
-mode): two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM 0.32 (CPU), Jamba's
-at the start only (its mamba v1 layers take no checkpoint; the CPU kernel crashes on its requests)."""
-STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS)
-"""Hybrids whose state layers this tool costs: Jamba's mamba layers (vLLM's jamba.py), Granite 4.0-H's
-mamba2 layers (vLLM's granitemoehybrid.py), Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py),
+mode), per state family: two states, and for mamba2 a prefill checkpoint (mamba_mixer2.py); measured on vLLM
+0.32 (CPU), Jamba's at the start only (its mamba v1 layers take no checkpoint; the CPU kernel crashes on
+its requests)."""
+STATE_MODEL_TYPES = frozenset(ALIGNED_STATE_BLOCKS) - {DELTANET} | DELTANET_MODEL_TYPES
+"""Hybrids whose state layers this tool costs by model type: Jamba's mamba layers (vLLM's jamba.py), Granite
+4.0-H's mamba2 layers (vLLM's granitemoehybrid.py), Nemotron-H's (nemotron_h.py), Falcon-H1's (falcon_h1.py),
 Zamba2's (zamba2.py), the gated DeltaNet layers of Qwen3-Next and Qwen3.5 (qwen3_next.py, qwen3_5.py) and
-LFM2's short convolutions (lfm2.py)."""
+LFM2's short convolutions (lfm2.py); other gated DeltaNet hybrids by their keys (`state_family`)."""
+_LINEAR_TYPES = frozenset({"linear_attention", "full_attention"})
+
+
+def state_family(config: Dict[str, Any]) -> Optional[str]:
+    """The family of the state layers this tool costs (a key of ALIGNED_STATE_BLOCKS), None for a model
+    without them. Gated DeltaNet also by its keys: a config with the five numbers vLLM's
+    gated_delta_net_state_shape reads and `layer_types` of linear and full attention (OLMo hybrid,
+    MiniCPM-V 4.6's language model) is laid out as Qwen3-Next is, whatever its model type."""
+    config = text_config(config)
+    kind = str(config.get("model_type", ""))
+    if kind in DELTANET_MODEL_TYPES:
+        return DELTANET
+    if kind in ALIGNED_STATE_BLOCKS:
+        return kind
+    types = config.get("layer_types")
+    if isinstance(types, list) and "linear_attention" in types and set(map(str, types)) <= _LINEAR_TYPES \
+            and all(positive_int(config.get(key)) for key in MAMBA_KEYS[DELTANET]):
+        return DELTANET
+    return None
 
 
 def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
@@ -37,17 +59,17 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     mamba (mamba1_state_shape): (d_conv - 1) x inner and inner x d_state, inner being expand x hidden.
     None where config.json lacks a number or the model is not one this tool costs."""
     config = zamba2_config(text_config(config))
-    kind = str(config.get("model_type", ""))
+    kind = state_family(config) or ""
     if kind in SHORT_CONV_MODEL_TYPES:
         return _short_conv_state(config)
     if kind == "jamba":
         return _mamba1_state(config)
-    keys = MAMBA_KEYS.get("deltanet" if kind in DELTANET_MODEL_TYPES else kind, ())
+    keys = MAMBA_KEYS.get(kind, ())
     values: List[int] = [int(config[key]) for key in keys if positive_int(config.get(key))]
     dtype = model_dtype_bytes(config)
     if not keys or dtype is None or len(values) != len(keys):
         return None
-    if kind in DELTANET_MODEL_TYPES:
+    if kind == DELTANET:
         k_heads, v_heads, k_dim, v_dim, kernel = values
         return (kernel - 1) * (2 * k_heads * k_dim + v_heads * v_dim) * dtype, v_heads * v_dim * k_dim
     heads, head_dim, d_state, groups, d_conv, *inner_factors = values
@@ -129,7 +151,7 @@ MAMBA_KEYS = {
     "falcon_h1": ("mamba_n_heads", "mamba_d_head", "mamba_d_state", "mamba_n_groups", "mamba_d_conv"),
     "zamba2": ("n_mamba_heads", "mamba_headdim", "mamba_d_state", "mamba_ngroups", "mamba_d_conv", "mamba_expand",
                "hidden_size"),
-    "deltanet": ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+    DELTANET: ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
                  "linear_conv_kernel_dim"),
 }
 """The config.json keys of a state layer's shape, per model type (vLLM's get_mamba_state_shape_from_config)."""

@@ -26,7 +26,7 @@ from .attention import (
 from .config_basics import DTYPE_BYTES as _DTYPE_BYTES
 from .config_basics import model_dtype_bytes
 from .config_checks import check_config
-from .hybrid_layers import mamba_state, ssm_dtype_bytes
+from .hybrid_layers import mamba_state, ssm_dtype_bytes, state_family
 from .layer_pages import layer_page_shapes
 from .maxlen import MAX_CONFIG_BYTES, YARN_UNSCALED_SINCE, derived_max_len, max_len_source, tokenizer_max_len
 
@@ -78,6 +78,9 @@ class ModelInfo:
     state's elements, whose size vLLM raises the attention block to hold."""
     ssm_dtype_bytes: Optional[int] = None
     """The SSM state's element size where the model fixes it (Nemotron-H: float32); None: the engine's."""
+    state_family: Optional[str] = None
+    """The family of its state layers (mamba2 by model type, gated DeltaNet ...), for how many blocks a
+    request's state takes; None without state layers."""
 
     def for_version(self, version: Optional[Tuple[int, ...]], env: Optional[Mapping[str, str]] = None) -> ModelInfo:
         """These facts as the installed vLLM derives them (an unknown version counts as current)."""
@@ -265,6 +268,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         latent_attention=latent_attention(config),
         mamba_state=mamba_state(config),
         ssm_dtype_bytes=ssm_dtype_bytes(config),
+        state_family=state_family(config),
         model_type=str(text["model_type"]) if isinstance(text.get("model_type"), str) else None,
     )
 
