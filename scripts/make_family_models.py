@@ -102,6 +102,12 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                      linear_num_key_heads=1, linear_num_value_heads=2, linear_conv_kernel_dim=4,
                                      num_experts=2, num_experts_per_tok=1, moe_intermediate_size=64,
                                      shared_expert_intermediate_size=64, max_position_embeddings=32768)),
+    # OLMo hybrid: gated DeltaNet layers named in layer_types, full attention on every fourth (its GDN kernel
+    # calls Triton, which vLLM's CPU backend lacks: the real tests expect the environment problem named)
+    "olmo_hybrid": ("OlmoHybrid", dict(num_hidden_layers=4, linear_key_head_dim=128, linear_value_head_dim=128,
+                                       linear_num_key_heads=1, linear_num_value_heads=2, linear_conv_kernel_dim=4,
+                                       max_position_embeddings=32768,
+                                       layer_types=["linear_attention"] * 3 + ["full_attention"])),
     # Nemotron-H: mamba2, MLP and attention layers named by one pattern, the SSM state in float32
     "nemotron_h": ("NemotronH", dict(mamba_num_heads=8, mamba_head_dim=32, ssm_state_size=16, n_groups=1,
                                      conv_kernel=4, max_position_embeddings=32768,

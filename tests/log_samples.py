@@ -18,9 +18,10 @@ START_FAILED_MP = {"status": "start_failed", "phase": "start", "exception": {
     "message": "Engine core initialization failed. See root cause above. Failed core proc(s): {}"}}
 
 
-def start_failed(message: str, type_: str = "builtins.ValueError") -> Dict[str, Any]:
+def start_failed(message: str, type_: str = "builtins.ValueError", traceback: Optional[str] = None) -> Dict[str, Any]:
     """A probe result for an in-process start failure (VLLM_ENABLE_V1_MULTIPROCESSING=0 or V0)."""
-    return {"status": "start_failed", "phase": "start", "exception": {"type": type_, "message": message}}
+    exception = {"type": type_, "message": message, **({"traceback": traceback} if traceback else {})}
+    return {"status": "start_failed", "phase": "start", "exception": exception}
 
 
 @dataclass
@@ -396,6 +397,18 @@ SAMPLES = [
                "1 validation error for ModelConfig\n  Value error, Model architectures"
                " ['OpenPanguVLForConditionalGeneration'] failed to be inspected. Please check the logs for more"
                " details.", "pydantic_core._pydantic_core.ValidationError")),
+    # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), a tiny OLMo hybrid (gated DeltaNet layers whose
+    # kernel calls Triton; vLLM's CPU backend has only its placeholder module); the traceback's last frames
+    Sample("a kernel that needs Triton where vLLM has only its placeholder",
+           "##vllm-fit phase=import\nTriton is installed, but doesn't include CPU backend. Disabling Triton.\n\n"
+           "##vllm-fit phase=start\n(MainProcess pid=2818) WARNING 12-06 02:20:53 [cpu.py:224] Triton is not"
+           " installed. triton-cpu is expected on x86 CPUs.\n", "environment", {},
+           start_failed("module 'triton' has no attribute 'set_allocator'", "builtins.AttributeError",
+                        traceback='  File "' + SITE32 + 'model_executor/layers/mamba/gdn/olmo_gdn_linear_attn.py",'
+                        " line 169, in __init__\n    set_triton_allocator(current_platform.current_device())\n"
+                        '  File "' + SITE32 + 'triton_utils/allocation.py", line 13, in set_triton_allocator\n'
+                        "    triton.set_allocator(alloc_fn)\n    ^^^^^^^^^^^^^^^^^^^^\n"
+                        "AttributeError: module 'triton' has no attribute 'set_allocator'")),
     # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), a tiny Granite 4.0-H (mamba2 layers) with prefix
     # caching on (vLLM's default); the traceback's last frames, as the probe caught it (issue 30)
     Sample("request-time engine crash inside a mamba layer",

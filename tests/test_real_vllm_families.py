@@ -309,6 +309,23 @@ def test_jamba_starts_at_vllms_own_fit_and_its_cpu_crash_is_no_fit(vllm_python, 
     assert report["trials"][0]["capacity"]["num_blocks"] == 192
 
 
+def test_a_model_whose_kernel_needs_triton_is_an_environment_problem(vllm_python, families, real_env, tmp_path):
+    """OLMo hybrid's gated DeltaNet layers call Triton at start, and vLLM 0.32's CPU backend has only its
+    placeholder module ("module 'triton' has no attribute 'set_allocator'"): no length fits here, so the
+    default (served) search stops after one launch with exit 3, naming Triton and the interpreter, instead
+    of a crash nobody understood (issue 30). Its layout is read as Qwen3-Next's (tests/test_kv_groups.py)."""
+    env = dict(real_env)
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    report_path = tmp_path / "report.json"
+    done = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "olmo_hybrid"),
+                           "--engine-arg", "enforce_eager=true", "--no-cache", "--report", str(report_path),
+                           "--kv-cache-memory", str(KV_6MIB)], env=env, capture_output=True, text=True, timeout=900)
+    report = json.loads(report_path.read_text())
+    assert done.returncode == 3 and report["fit"] is None and report["launches"] == 1, done.stderr[-3000:]
+    assert report["trials"][0]["outcome"] == "environment"
+    assert "need Triton" in report["trials"][0]["detail"] and vllm_python in report["trials"][0]["detail"]
+
+
 def test_granite4h_explore_serves_with_prefix_caching_off(vllm_python, families, real_env, tmp_path):
     """--explore tries the argument the crash pointed at: 6 MiB = 192 one-layer pages, three mamba groups of
     one block each and the attention group's cdiv(L, 128): 24064 (vLLM served it and refused 24065 with

@@ -30,6 +30,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.OOM, Outcome.OOM),
     (patterns.NO_DEVICE, Outcome.ENVIRONMENT),
     (patterns.MISSING_MODULE, Outcome.ENVIRONMENT),
+    (patterns.NO_TRITON, Outcome.ENVIRONMENT),
     (patterns.BAD_CONFIG, Outcome.BAD_CONFIG),
 ]
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
@@ -123,6 +124,11 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str, interpreter: Op
     if missing is not None:
         return ("the Python module %r is not installed where vLLM runs (ModuleNotFoundError); install it into that"
                 " environment (%s) and search again" % (missing.group(1), interpreter or "the --python interpreter"))
+    no_triton = patterns.NO_TRITON.search(line) if outcome is Outcome.ENVIRONMENT else None
+    if no_triton is not None:
+        return ("this model's kernels need Triton, which vLLM has not where it runs (%s; its placeholder lacks %r):"
+                " search where vLLM runs with Triton (a GPU, or triton-cpu)"
+                % (interpreter or "the --python interpreter", no_triton.group(1)))
     if outcome is Outcome.OOM and facts.oom_stage is not None:
         return "out of memory (%s): %s" % (facts.oom_stage.value.replace("_", " "), line[:200])
     return line[:240]

@@ -98,6 +98,10 @@ MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.\-]+)'"
 processor, a kernel package) is not installed; vLLM then often reports only that the architecture 'failed
 to be inspected' inside a ModelConfig validation error (tenstorrent/vllm-tt-plugin#107). The repr form of
 vLLM's own optional-import warnings ('ModuleNotFoundError("No module named ...")') does not match."""
+NO_TRITON = re.compile(r"module 'triton(?:\.\w+)*' has no attribute '(\w+)'")
+"""A kernel the model needs calls Triton where vLLM has only its placeholder module (vllm/triton_utils: the
+CPU backend without triton-cpu, "Triton is installed, but doesn't include CPU backend. Disabling Triton."):
+vLLM 0.32's OLMo hybrid gated DeltaNet layers ("module 'triton' has no attribute 'set_allocator'")."""
 BAD_CONFIG = re.compile(
     r"must be divisible by tensor parallel size|must be divisible by pipeline parallel size"
     r"|GPU memory utilization must be less than 1\.0|\d+ validation errors? for \w+"
