@@ -41,6 +41,7 @@ from vllm_fit.prepare.modelinfo import (
 )
 from vllm_fit.prepare.request import request_from_options
 from vllm_fit.strategies.base import AUTO, LengthSpace, Observation, bracket
+from vllm_fit.strategies.knob import KvModel
 from vllm_fit.strategies.length import Predict
 from vllm_fit.trial.record import TrialRecord
 
@@ -154,6 +155,37 @@ def test_a_too_long_error_before_0_29_gives_a_length_that_serves(estimate, serve
     hint = max_len_hint(Outcome.KV_TOO_SMALL, facts, V028_CPU, 128, plain_attention=False)
     assert hint == estimate - 127 and hint <= served
     assert not hint_is_exact(Outcome.KV_TOO_SMALL, facts, V028_CPU, False)
+
+
+V026_CPU = Regime.of("0.26.0", cpu=True)
+
+
+@pytest.mark.parametrize("in_flight, served", [(2048, 11009), (4096, 3968)])
+def test_before_0_29_a_fixed_kv_sizes_length_is_known_before_a_launch(in_flight, served):
+    """vLLM 0.26 (CPU), the tiny Gemma 3 at 6 MiB (192 pages of 32 KiB, groups of one layer): served (2048
+    tokens in flight) 11009 serves and 11010 hangs at the request; offline (4096) 3968 starts and 3969 is
+    refused (scripts/boundary.py, 2026-12-06). The layout gives both before any launch, in the version's
+    rules: one launch, where the first had been the model's maximum (a too-long start, then one or two more)."""
+    model = KvModel(None, None, V026_CPU, guess_block_size=128, plain=False,
+                    layout=candidate_layouts((512,) * 5 + (None,))[0], layer_bytes_per_token=256,
+                    in_flight_guess=in_flight)
+    assert model.length_for_bytes(6 << 20, 1, 32768, 1) == served
+
+
+def test_before_0_29_a_prompt_within_its_window_straddles_no_block():
+    """The tiny Gemma 2 (a 4096 window beside a full layer) for 4000 tokens offline: vLLM 0.26 starts with 65
+    blocks (2080 KiB; its start figure: 32 + 33) and serves the 3999-token prompt in 32 blocks a group beside
+    the null block; 64 are refused (boundary.py). The tool answered 66 (2112 KiB, 0.29+'s least) as least
+    before. From 0.29 the start check counts the null block too: 66, measured on 0.32."""
+    gemma2 = candidate_layouts((4096, None))[0]
+    assert gemma2.running_blocks(3999, 128, 4096) == 64 and gemma2.request_blocks(3999, 128, 4096) == 65
+    assert gemma2.least_blocks(4000, 128, 4096, null_block_in_start_check=False) == 65
+    assert gemma2.least_blocks(4000, 128, 4096) == 66
+    model = KvModel(None, None, V026_CPU, guess_block_size=128, plain=False, layout=gemma2,
+                    layer_bytes_per_token=256, in_flight_guess=4096)
+    assert model.need_bytes(4000, []) == 65 * 32768
+    # a prompt longer than its window and one step's tokens may straddle a block: 0.28's Gemma 2 served 16129
+    assert gemma2.longest_held(192, 128, 4096, null_block_in_start_check=False) == 16129
 
 
 def _space(highest: int = 32768) -> LengthSpace:

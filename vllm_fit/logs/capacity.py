@@ -96,7 +96,7 @@ def _calibrated_pairs(facts: CapacityFacts, regime: Regime, block_size: int, lay
     0.20.0 the token figure counts the groups and the 2-decimal concurrency the request's need: both
     must match (vLLM 0.19.1, Gemma 3: "KV cache size: 2,688 tokens" for 128 blocks in 6 groups)."""
     blocks, length = facts.num_blocks, facts.concurrency_len
-    if not layouts or not regime.v1 or not blocks or not length or not regime.since(0, 9, 1):
+    if not layouts or not regime.kv_cache_groups or not blocks or not length:
         return None
     by_groups = not regime.since(0, 20, 1)
     tokens = facts.kv_cache_tokens

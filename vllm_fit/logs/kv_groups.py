@@ -80,41 +80,36 @@ class KvLayout:
 
     def request_blocks(self, length: int, base_block_size: int, in_flight: int) -> int:
         """Pool blocks one request of `length` needs across all groups (the null block not counted)."""
-        total = 0
-        for index, window in enumerate(self.windows):
-            block_size = base_block_size * (self.scales[index] if self.scales else 1)
-            if window is None:
-                total += cdiv(length, block_size)
-            elif isinstance(window, Chunk):
-                total += cdiv(min(window.size + in_flight, length), block_size)
-            elif isinstance(window, State):
-                total += window.blocks
-            else:
-                total += cdiv(min(window - 1 + in_flight, length), block_size) + 1
-        return total
+        return sum(_group_blocks(window, length, self._block_size(index, base_block_size), in_flight)
+                   for index, window in enumerate(self.windows))
+
+    def _block_size(self, index: int, base_block_size: int) -> int:
+        return base_block_size * (self.scales[index] if self.scales else 1)
+
+    def running_blocks(self, prompt: int, base_block_size: int, in_flight: int) -> int:
+        """Pool blocks a running request of `prompt` tokens holds at most (the null block not counted): as
+        request_blocks, but a sliding group whose prompt fits in its window or in one step's tokens has freed
+        nothing, so no block straddles the window's start (vLLM 0.26, tiny Gemma 2: a 3999-token prompt in
+        32 blocks a group served where the start figure says 33)."""
+        return sum(cdiv(prompt, self._block_size(index, base_block_size))
+                   if isinstance(window, int) and prompt <= max(window, in_flight)
+                   else _group_blocks(window, prompt, self._block_size(index, base_block_size), in_flight)
+                   for index, window in enumerate(self.windows))
 
     def admission_blocks(self, prompt: int, base_block_size: int) -> int:
         """Blocks a scheduler that admits whole prompts wants free for a `prompt`-token request: every
         attention group counts every prompt token (nothing computed yet, so no window has freed any)."""
-        return sum(window.blocks if isinstance(window, State) else
-                   cdiv(prompt, base_block_size * (self.scales[index] if self.scales else 1))
+        return sum(window.blocks if isinstance(window, State)
+                   else cdiv(prompt, self._block_size(index, base_block_size))
                    for index, window in enumerate(self.windows))
 
     def longest_held(self, blocks: int, block_size: int, in_flight: int, limit: int = LONGEST,
                      null_block_in_start_check: bool = True, whole_prompt_admission: bool = False) -> int:
-        """The longest max_model_len a pool of `blocks` starts and serves (one block is the null block).
-        From 0.29 the start check counts L tokens and the null block; before, it counts L tokens in
-        all the blocks, while the full-length request (L - 1 prompt tokens) needs the null block too.
-        `whole_prompt_admission`: the request also waits until its whole prompt's blocks are free (0.19)."""
-        def held(length: int) -> bool:
-            if whole_prompt_admission and self.admission_blocks(max(1, length - 1), block_size) > blocks - 1:
-                return False
-            if null_block_in_start_check:
-                return self.request_blocks(length, block_size, in_flight) <= blocks - 1
-            return (self.request_blocks(length, block_size, in_flight) <= blocks
-                    and self.request_blocks(max(1, length - 1), block_size, in_flight) <= blocks - 1)
-
-        return _longest(held, limit) if blocks > 1 else 0
+        """The longest max_model_len a pool of `blocks` starts and serves, in the version's rules (least_blocks)."""
+        if blocks <= 1:
+            return 0
+        return _longest(lambda length: self.least_blocks(length, block_size, in_flight, null_block_in_start_check,
+                                                         whole_prompt_admission) <= blocks, limit)
 
     def admitted_within(self, estimate: int, block_size: int, in_flight: int) -> int:
         """The longest length whose whole prompt a pool that just starts `estimate` admits (the pool may be
@@ -122,9 +117,33 @@ class KvLayout:
         free = self.request_blocks(estimate, block_size, in_flight) - 1  # the null block is taken
         return _longest(lambda length: self.admission_blocks(max(1, length - 1), block_size) <= free, estimate)
 
-    def least_blocks(self, length: int, block_size: int, in_flight: int) -> int:
-        """The fewest pool blocks with which `length` starts and serves (the null block included)."""
-        return self.request_blocks(length, block_size, in_flight) + 1
+    def least_blocks(self, length: int, block_size: int, in_flight: int, null_block_in_start_check: bool = True,
+                     whole_prompt_admission: bool = False) -> int:
+        """The fewest pool blocks with which `length` starts and serves (one is the null block). From 0.29 the
+        start check counts the request's blocks and the null block; before, it counts the length in all the
+        blocks, while the full-length request (L - 1 prompt tokens) needs the null block beside what it holds.
+        `whole_prompt_admission`: the request also waits until its whole prompt's blocks are free (0.19)."""
+        if null_block_in_start_check:
+            need = self.request_blocks(length, block_size, in_flight) + 1
+        else:
+            need = max(self.request_blocks(length, block_size, in_flight),
+                       self.running_blocks(max(1, length - 1), block_size, in_flight) + 1)
+        if whole_prompt_admission:
+            need = max(need, self.admission_blocks(max(1, length - 1), block_size) + 1)
+        return need
+
+
+def _group_blocks(window: Span, length: int, block_size: int, in_flight: int) -> int:
+    """Blocks one group's layers take for one request of `length` (vLLM's max_memory_usage_bytes per spec):
+    full attention every token; a chunk or a window (plus one block it may straddle) with the tokens in
+    flight, never more than the length; a state its fixed blocks."""
+    if window is None:
+        return cdiv(length, block_size)
+    if isinstance(window, Chunk):
+        return cdiv(min(window.size + in_flight, length), block_size)
+    if isinstance(window, State):
+        return window.blocks
+    return cdiv(min(window - 1 + in_flight, length), block_size) + 1
 
 
 def _longest(held: Callable[[int], bool], limit: int) -> int:
@@ -242,10 +261,4 @@ def agreed_longest(pairs: Sequence[Tuple[KvLayout, int]], block_size: int, block
     answers = {layout.longest_held(blocks, block_size, tokens_in_flight, limit, null_block_in_start_check,
                                    whole_prompt_admission)
                for layout, tokens_in_flight in pairs}
-    return answers.pop() if len(answers) == 1 else None
-
-
-def agreed_least_blocks(pairs: Sequence[Tuple[KvLayout, int]], block_size: int, length: int) -> Optional[int]:
-    """The fewest pool blocks for `length`, where every calibrated pair agrees (else None)."""
-    answers = {layout.least_blocks(length, block_size, tokens_in_flight) for layout, tokens_in_flight in pairs}
     return answers.pop() if len(answers) == 1 else None

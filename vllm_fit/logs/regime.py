@@ -82,6 +82,12 @@ class Regime:
         return self.engine is Engine.V1
 
     @property
+    def kv_cache_groups(self) -> bool:
+        """V1 from 0.9.1 lays a hybrid model's layers out in KV cache groups of equal pages in one pool, whose
+        figures this tool reads (kv_groups.py); the start and request rules differ by version (longest_held)."""
+        return self.v1 and self.since(0, 9, 1)
+
+    @property
     def free_memory_check(self) -> bool:
         """V1 0.9.1+ refuses to start unless free memory >= total x utilization (not 0.34's extensible cache)."""
         return self.v1 and self.since(0, 9, 1) and not self.extensible_kv and not self.cpu

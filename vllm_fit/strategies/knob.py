@@ -140,11 +140,12 @@ class KvModel:
 
     def _layout_blocks(self, length: int, history: Sequence[Observation]) -> Optional[int]:
         """Pool blocks (the null block included) one request of `length` needs by the likely KV cache
-        groups: vLLM 0.29+, one sequence, known tokens in flight; None otherwise."""
+        groups in the version's rules: V1 0.9.1+, one sequence, known tokens in flight; None otherwise."""
         if self.plain or self.layout is None or self.in_flight_guess is None or self.sequences > 1 \
-                or not self.regime.null_block_in_start_check:
+                or not self.regime.kv_cache_groups:
             return None
-        return self.layout.least_blocks(length, self.block_size(history), self.in_flight_guess)
+        return self.layout.least_blocks(length, self.block_size(history), self.in_flight_guess,
+                                        self.regime.null_block_in_start_check, self.regime.whole_prompt_admission)
 
     def measured_request_blocks(self, length: int, history: Sequence[Observation]) -> Optional[int]:
         """Blocks one request of `length` takes, as a trial at that length printed it (vLLM's own figure)."""
@@ -184,13 +185,15 @@ class KvModel:
         return max(lowest, min(highest, length // granularity * granularity))
 
     def _layout_length(self, kv_bytes: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
-        """What a KV cache of `kv_bytes` holds by the likely KV cache groups (vLLM 0.29+, one sequence)."""
+        """What a KV cache of `kv_bytes` holds by the likely KV cache groups in the version's rules (V1 0.9.1+,
+        one sequence)."""
         page = self._layout_page([])
         if self.layout is None or not page or self.in_flight_guess is None or self.sequences > 1 \
-                or not self.regime.null_block_in_start_check:
+                or not self.regime.kv_cache_groups:
             return None
         length = self.layout.longest_held(int(kv_bytes // page), self.guess_block_size, self.in_flight_guess,
-                                          limit=highest)
+                                          highest, self.regime.null_block_in_start_check,
+                                          self.regime.whole_prompt_admission)
         return max(lowest, min(highest, length // granularity * granularity))
 
     def prior_length(self, utilization: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
