@@ -206,3 +206,30 @@ def test_a_served_request_the_client_gave_up_on_hung_like_one_the_deadline_ended
                                 "request_problem": found["request_problem"]})
     classified = classify("", result, exit_code=0)
     assert classified.outcome is Outcome.REQUEST_FAILED and "hung" in classified.detail
+
+
+WORKER_0_20_2 = "(Worker pid=17269) ERROR 12-06 03:28:51 [multiproc_executor.py:870] "
+SITE_0_20_2 = "/work/main/.cache/vllm-envs/0.20.2/lib/python3.11/site-packages/"
+
+
+def test_a_start_crash_names_the_workers_own_error_not_the_wrapper():
+    """vLLM 0.20.2 (CPU, in-process LLM with its always-spawned worker), the tiny LFM2: the worker's traceback
+    ends in "ValueError: too many values to unpack" (its CPU gemm dispatch reads LFM2's 3-D conv weight as
+    2-D), and the probe only caught the wrapper "WorkerProc initialization failed ... See stack trace for root
+    cause" (lines verbatim, the traceback abridged; measured 2026-12-06). The detail names the root cause."""
+    text = "".join(WORKER_0_20_2 + line + "\n" for line in [
+        "WorkerProc failed to start.",
+        "Traceback (most recent call last):",
+        '  File "%svllm/v1/executor/multiproc_executor.py", line 837, in worker_main' % SITE_0_20_2,
+        "    worker = WorkerProc(*args, **kwargs)",
+        '  File "%svllm/model_executor/layers/utils.py", line 231, in dispatch_cpu_unquantized_gemm' % SITE_0_20_2,
+        "    N, K = layer.weight.size()",
+        "    ^^^^",
+        "ValueError: too many values to unpack (expected 2)"])
+    result = ProbeResult.parse({"status": "start_failed", "phase": "start", "exception": {
+        "type": "builtins.Exception", "message": "WorkerProc initialization failed due to an exception in a"
+        " background process. See stack trace for root cause."}})
+    verdict = classify(text, result, exit_code=1)
+    assert verdict.outcome is Outcome.CRASH
+    assert verdict.detail == ("nothing recognised (exit code 1): ValueError: too many values to unpack (expected 2)"
+                              " (raised in vllm/model_executor/layers/utils.py:231 (dispatch_cpu_unquantized_gemm))")

@@ -234,7 +234,10 @@ def classify(
         return Classification(Outcome.ENVIRONMENT, "the child could not import vLLM: "
                               + _exception_summary(result), facts, tail, phase)
     detail = "nothing recognised (exit code %s)" % exit_code
-    if result is not None and result.exception:
+    cause = root_cause(searched)  # a worker's own traceback before the wrapper's "See stack trace for root cause"
+    if cause is not None:
+        detail += ": %s (raised in %s)" % cause
+    elif result is not None and result.exception:
         detail += ": " + _exception_summary(result)
     return Classification(Outcome.CRASH, detail, facts, _with(why_transient[:1], tail), phase, transient)
 
