@@ -73,14 +73,15 @@ def test_over_the_maximum_is_too_long_for_model_and_the_fit_serves_over_http(ver
 def test_a_sliding_window_hybrid_pool_is_read_in_the_versions_rules(version, vllm_python, tiny_model, real_env,
                                                                      tmp_path):
     """Gemma 3's five sliding groups and one full group (the tiny family model) at 6 MiB, 192 blocks of
-    128: on 0.20-0.28 the start check counts 3968 in all 192 blocks (3969 is refused at the start) and
-    the request's 3967 prompt tokens take 191 beside the null block (measured with scripts/boundary.py).
-    The first served pool names the limit, so no launch above it is needed."""
+    128, offline (4096 tokens in flight): on 0.20-0.28 the start check counts 3968 in all 192 blocks (3969
+    is refused at the start) and the request's 3967 prompt tokens take 186 beside the null block (measured
+    with scripts/boundary.py). The layout gives 3968 before any launch in these versions' rules, and the
+    first pool proves it: one launch (3 before 2026-12-06: the model's maximum, then vLLM's estimate)."""
     if not (0, 20, 0) <= version < (0, 29, 0):
         pytest.skip("0.29+ is the main suite's (test_real_vllm_families.py); before 0.20 the CPU pool is whole GiB")
     families = tmp_path / "families"
     subprocess.run([vllm_python, str(ROOT / "scripts" / "make_family_models.py"), str(families), str(tiny_model),
-                    "gemma3"],
+                    "gemma3", "gemma2"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
     report_path = tmp_path / "report.json"
     done = subprocess.run(
@@ -91,7 +92,17 @@ def test_a_sliding_window_hybrid_pool_is_read_in_the_versions_rules(version, vll
     report = json.loads(report_path.read_text())
     trials = [(t["engine_args"]["max_model_len"], t["outcome"]) for t in report["trials"]]
     assert report["fit"]["max_model_len"] == 3968 and report["proven"] is True, trials
-    assert report["launches"] <= 3, trials
+    assert report["launches"] == 1, trials
+    least_path = tmp_path / "least.json"
+    done = subprocess.run(
+        [vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "gemma2"), "--engine-arg",
+         "enforce_eager=true", "--target-len", "4000", "--search", "kv-cache-memory", "--kv-granularity", "32KiB",
+         "--report", str(least_path)], env=real_env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    least = json.loads(least_path.read_text())
+    # Gemma 2's 3999-token prompt within its 4096 window takes 32 blocks a group, beside the null block: 65
+    # blocks of 32 KiB start (the start figure 32 + 33) and serve; 64 are refused (boundary.py on 0.26, 0.28)
+    assert least["fit"]["kv_cache_memory_bytes"] == 65 * 32768 and least["launches"] == 1, least["trials"]
 
 
 GEMMA3_LARGE_KV = {"num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 256, "query_pre_attn_scalar": 256}
