@@ -409,6 +409,15 @@ SAMPLES = [
                         '  File "' + SITE32 + 'triton_utils/allocation.py", line 13, in set_triton_allocator\n'
                         "    triton.set_allocator(alloc_fn)\n    ^^^^^^^^^^^^^^^^^^^^\n"
                         "AttributeError: module 'triton' has no attribute 'set_allocator'")),
+    # recorded on this machine: vLLM 0.26.0 (CPU), LLM(...), the tiny DeepSeek-V2 (MLA): its CPU platform has no
+    # MLA backend (vLLM 0.32's has); the traceback's last frames
+    Sample("a platform that cannot run the model's attention",
+           "INFO 12-06 02:59:16 [cpu.py:318] MLA is enabled on a non-GPU platform; forcing chunked prefill and"
+           " prefix caching to be disabled.\n", "environment", {},
+           start_failed("MLA is not supported on CPU.", "builtins.NotImplementedError",
+                        traceback='  File "/venv/lib/python3.11/site-packages/vllm/platforms/cpu.py", line 84, in'
+                        ' get_attn_backend_cls\n    raise NotImplementedError("MLA is not supported on CPU.")\n'
+                        "NotImplementedError: MLA is not supported on CPU.")),
     # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), a tiny Granite 4.0-H (mamba2 layers) with prefix
     # caching on (vLLM's default); the traceback's last frames, as the probe caught it (issue 30)
     Sample("request-time engine crash inside a mamba layer",

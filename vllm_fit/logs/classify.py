@@ -31,6 +31,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.NO_DEVICE, Outcome.ENVIRONMENT),
     (patterns.MISSING_MODULE, Outcome.ENVIRONMENT),
     (patterns.NO_TRITON, Outcome.ENVIRONMENT),
+    (patterns.PLATFORM_UNSUPPORTED, Outcome.ENVIRONMENT),
     (patterns.BAD_CONFIG, Outcome.BAD_CONFIG),
 ]
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
@@ -129,6 +130,10 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str, interpreter: Op
         return ("this model's kernels need Triton, which vLLM has not where it runs (%s; its placeholder lacks %r):"
                 " search where vLLM runs with Triton (a GPU, or triton-cpu)"
                 % (interpreter or "the --python interpreter", no_triton.group(1)))
+    unsupported = patterns.PLATFORM_UNSUPPORTED.search(line) if outcome is Outcome.ENVIRONMENT else None
+    if unsupported is not None:
+        return ("vLLM where it runs (%s) cannot run this model on its device: %r; search where vLLM supports it"
+                " (a GPU)" % (interpreter or "the --python interpreter", unsupported.group(1).strip()))
     if outcome is Outcome.OOM and facts.oom_stage is not None:
         return "out of memory (%s): %s" % (facts.oom_stage.value.replace("_", " "), line[:200])
     return line[:240]

@@ -102,6 +102,10 @@ NO_TRITON = re.compile(r"module 'triton(?:\.\w+)*' has no attribute '(\w+)'")
 """A kernel the model needs calls Triton where vLLM has only its placeholder module (vllm/triton_utils: the
 CPU backend without triton-cpu, "Triton is installed, but doesn't include CPU backend. Disabling Triton."):
 vLLM 0.32's OLMo hybrid gated DeltaNet layers ("module 'triton' has no attribute 'set_allocator'")."""
+PLATFORM_UNSUPPORTED = re.compile(r"NotImplementedError: (.{1,160}? not (?:yet )?supported on (?:the )?"
+                                  r"(?:CPU|XPU|TPU|HPU|ROCm)\b.*)")
+"""vLLM's platform cannot run a part of this model ("MLA is not supported on CPU." from vLLM 0.26's CPU
+backend for DeepSeek-V2; "Sparse Attention is not supported on CPU."): no length serves there."""
 BAD_CONFIG = re.compile(
     r"must be divisible by tensor parallel size|must be divisible by pipeline parallel size"
     r"|GPU memory utilization must be less than 1\.0|\d+ validation errors? for \w+"
