@@ -409,6 +409,17 @@ SAMPLES = [
                         '  File "' + SITE32 + 'triton_utils/allocation.py", line 13, in set_triton_allocator\n'
                         "    triton.set_allocator(alloc_fn)\n    ^^^^^^^^^^^^^^^^^^^^\n"
                         "AttributeError: module 'triton' has no attribute 'set_allocator'")),
+    # recorded on this machine: vLLM 0.26.0 (CPU), LLM(...), the tiny Granite 4.0-H with prefix caching off: it
+    # starts, and the full-length request's mamba2 conv kernel calls Triton's placeholder
+    Sample("a request whose kernel needs Triton where vLLM has only its placeholder",
+           "INFO 12-06 04:32:32 [kv_cache_utils.py:2177] GPU KV cache size: 24,065 tokens\n"
+           "INFO 12-06 04:32:32 [kv_cache_utils.py:2178] Maximum concurrency for 24,065 tokens per request: 1.00x\n"
+           "\n##vllm-fit phase=request\n", "environment", {"kv_cache_tokens": 24065},
+           {"status": "request_failed", "phase": "request", "exception": {
+               "type": "builtins.AttributeError", "message": "module 'triton' has no attribute 'next_power_of_2'",
+               "traceback": '  File "/venv/lib/python3.11/site-packages/vllm/model_executor/layers/mamba/ops/'
+               'causal_conv1d.py", line 567, in causal_conv1d_fn\n'
+               "AttributeError: module 'triton' has no attribute 'next_power_of_2'"}}),
     # recorded on this machine: vLLM 0.26.0 (CPU), LLM(...), the tiny DeepSeek-V2 (MLA): its CPU platform has no
     # MLA backend (vLLM 0.32's has); the traceback's last frames
     Sample("a platform that cannot run the model's attention",

@@ -37,6 +37,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.OOM, Outcome.OOM),
     (patterns.V0_BLOCK_MANAGER, Outcome.REQUEST_FAILED),
+    (patterns.NO_TRITON, Outcome.ENVIRONMENT),  # a kernel of the request's (vLLM 0.26's mamba2 conv on the CPU)
     (re.compile(r"prompt \(length \d+\) is longer than the maximum model length"), Outcome.REQUEST_FAILED),
 ]
 
