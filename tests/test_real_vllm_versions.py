@@ -83,27 +83,25 @@ def test_a_sliding_window_hybrid_pool_is_read_in_the_versions_rules(version, vll
     subprocess.run([vllm_python, str(ROOT / "scripts" / "make_family_models.py"), str(families), str(tiny_model),
                     "gemma3", "gemma2"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=600)
-    report_path = tmp_path / "report.json"
-    done = subprocess.run(
-        [vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "gemma3"), "--engine-arg",
-         "enforce_eager=true", "--kv-cache-memory", "6MiB", "--granularity", "1", "--trial-timeout", "240",
-         "--report", str(report_path)], env=real_env, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(report_path.read_text())
+    report = _search(vllm_python, families / "gemma3", real_env, tmp_path / "report.json", "--kv-cache-memory",
+                     "6MiB", "--granularity", "1", "--trial-timeout", "240")
     trials = [(t["engine_args"]["max_model_len"], t["outcome"]) for t in report["trials"]]
     assert report["fit"]["max_model_len"] == 3968 and report["proven"] is True, trials
     assert report["launches"] == 1, trials
-    least_path = tmp_path / "least.json"
-    done = subprocess.run(
-        [vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "gemma2"), "--engine-arg",
-         "enforce_eager=true", "--target-len", "4000", "--search", "kv-cache-memory", "--kv-granularity", "32KiB",
-         "--report", str(least_path)], env=real_env, capture_output=True, text=True, timeout=1200)
-    assert done.returncode == 0, done.stderr[-3000:]
-    least = json.loads(least_path.read_text())
+    least = _search(vllm_python, families / "gemma2", real_env, tmp_path / "least.json", "--target-len", "4000",
+                    "--search", "kv-cache-memory", "--kv-granularity", "32KiB")
     # Gemma 2's 3999-token prompt within its 4096 window takes 32 blocks a group, beside the null block: 65
     # blocks of 32 KiB start (the start figure 32 + 33) and serve; 64 are refused (boundary.py on 0.26, 0.28)
     assert least["fit"]["kv_cache_memory_bytes"] == 65 * 32768 and least["launches"] == 1, least["trials"]
 
+
+def _search(vllm_python: str, model, env, report_path, *args: str) -> dict:
+    """One `vllm-fit search` of `model` through the CLI (enforce_eager), exit 0 asserted; its JSON report."""
+    done = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(model), "--engine-arg",
+                           "enforce_eager=true", *args, "--report", str(report_path)], env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(report_path.read_text())
 
 GEMMA3_LARGE_KV = {"num_attention_heads": 64, "num_key_value_heads": 64, "head_dim": 256, "query_pre_attn_scalar": 256}
 """The tiny Gemma 3 (five sliding layers of window 512, one full) with 64 KiB of KV per layer and token."""
