@@ -77,6 +77,14 @@ CASES: List[Tuple[str, str, str, Tuple[str, ...]]] = [
     ("LFM2-MoE, 6 MiB, prefix caching on", "lfm2_moe", "serve", ("--kv-cache-memory", "6MiB")),
     ("Jamba (mamba layers; its requests crash the CPU kernel), 6 MiB, no prefix caching", "jamba", "llm",
      ("--kv-cache-memory", "6MiB", *OFF)),
+    ("MiniCPM3 (MLA projections, full K/V cached), 2.5 MiB", "minicpm3", "llm", ("--kv-cache-memory", "2621440")),
+    ("MiniCPM3 (MLA projections, full K/V cached), 2.5 MiB", "minicpm3", "serve", ("--kv-cache-memory", "2621440")),
+    ("MiniCPM3, least KV for 1000", "minicpm3", "llm", ("--target-len", "1000", "--search", "kv-cache-memory",
+                                                        "--kv-granularity", "256KiB")),
+    ("LongCat-Flash (two MLA sublayers a layer; CPU lacks its router kernel), 6 MiB", "longcat_flash", "serve",
+     ("--kv-cache-memory", "6MiB")),
+    ("LongCat-Flash, least KV for 1000", "longcat_flash", "llm", ("--target-len", "1000", "--search",
+                                                                  "kv-cache-memory", "--kv-granularity", "72KiB")),
 ]
 
 

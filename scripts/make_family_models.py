@@ -135,6 +135,16 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     # Mamba2 (Mamba-Codestral's architecture): attention-free, one state per request whatever its length
     "mamba2": ("Mamba2", dict(num_hidden_layers=4, num_heads=8, head_dim=32, expand=2, state_size=16, n_groups=1,
                               conv_kernel=4)),
+    # MiniCPM3: MLA's projections, but vLLM caches full keys and values per head, qk_nope + qk_rope wide
+    "minicpm3": ("MiniCPM3", dict(num_hidden_layers=2, num_key_value_heads=4, kv_lora_rank=64, q_lora_rank=64,
+                                  qk_rope_head_dim=16, qk_nope_head_dim=48, v_head_dim=64,
+                                  max_position_embeddings=32768)),
+    # LongCat-Flash: two MLA sublayers in each decoder layer (num_layers), a softmax router with zero experts
+    "longcat_flash": ("LongcatFlash", dict(num_layers=2, num_key_value_heads=4, kv_lora_rank=512, q_lora_rank=64,
+                                           qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128, head_dim=64,
+                                           ffn_hidden_size=256, expert_ffn_hidden_size=64, n_routed_experts=4,
+                                           zero_expert_num=2, moe_topk=2, max_position_embeddings=32768,
+                                           rope_scaling=None)),
     # LFM2: short-convolution layers and one attention layer
     "lfm2": ("Lfm2", dict(num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"],
                           block_auto_adjust_ff_dim=False, block_ff_dim=256, max_position_embeddings=32768)),
@@ -155,6 +165,9 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "lfm2": {"conv_dim": 128, "block_dim": 128},  # LiquidAI/LFM2-*: both = hidden_size; vLLM 0.32 reads them
     "gemma4": {"per_layer_config": None, "global_head_dim": 64},  # google/gemma-4-*: global_head_dim
     "gemma4_shared": {"per_layer_config": None, "global_head_dim": 64, "num_global_key_value_heads": 1},
+    "minicpm3": {"head_dim": None, "qk_head_dim": None},  # openbmb/MiniCPM3-4B names neither
+    # meituan-longcat/LongCat-Flash-Chat: vLLM's longcat_flash.py reads these three, transformers writes none
+    "longcat_flash": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True, "zero_expert_type": "identity"},
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }
@@ -177,6 +190,8 @@ def make_family_model(family: str, out_dir: Path, tokenizer_dir: Path) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     model = model_class(config).to(torch.bfloat16)
     model.save_pretrained(str(out_dir), safe_serialization=True)
+    if family == "longcat_flash":
+        _drop_zero_experts(out_dir / "model.safetensors", keys["n_routed_experts"])
     path = out_dir / "config.json"
     saved = json.loads(path.read_text())
     for key, value in HUB_STYLE.get(family, {}).items():
@@ -189,6 +204,19 @@ def make_family_model(family: str, out_dir: Path, tokenizer_dir: Path) -> Path:
             shutil.copy(tokenizer_dir / name, out_dir / name)
     (out_dir / _MARKER).write_text(json.dumps({"family": family}) + "\n")
     return out_dir
+
+
+def _drop_zero_experts(weights: Path, routed: int) -> None:
+    """transformers saves projections for LongCat's zero (identity) experts too; vLLM loads routed ones only."""
+    import re
+
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(str(weights))
+    expert = re.compile(r"\.experts\.(\d+)\.")
+    kept = {name: tensor for name, tensor in tensors.items()
+            if not (match := expert.search(name)) or int(match.group(1)) < routed}
+    save_file(kept, str(weights), metadata={"format": "pt"})
 
 
 if __name__ == "__main__":

@@ -420,6 +420,22 @@ SAMPLES = [
                "traceback": '  File "/venv/lib/python3.11/site-packages/vllm/model_executor/layers/mamba/ops/'
                'causal_conv1d.py", line 567, in causal_conv1d_fn\n'
                "AttributeError: module 'triton' has no attribute 'next_power_of_2'"}}),
+    # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), the tiny LongCat-Flash: it starts, and the full-length
+    # request's softmax router calls a kernel the CPU build does not compile; the traceback's last frames
+    Sample("a request whose kernel the vLLM build lacks",
+           "(MainProcess pid=1305) INFO 12-06 05:46:18 [kv_cache_utils.py:2327] CPU KV cache size: 1,360 tokens,"
+           " Maximum concurrency for 1,344 tokens per request: 1.01x\n\n##vllm-fit phase=request\n", "environment",
+           {"kv_cache_tokens": 1360},
+           {"status": "request_failed", "phase": "request", "exception": {
+               "type": "builtins.AttributeError",
+               "message": "'_OpNamespace' '_moe_C' object has no attribute 'topk_softmax'",
+               "traceback": '  File "' + SITE32 + 'model_executor/layers/fused_moe/router/fused_topk_bias_router.py",'
+               " line 43, in vllm_topk_softmax\n    ops.topk_softmax(\n"
+               '  File "' + SITE32 + '_custom_ops.py", line 2309, in topk_softmax\n'
+               "    torch.ops._moe_C.topk_softmax(\n    ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+               '  File "/venv/lib/python3.11/site-packages/torch/_ops.py", line 1392, in __getattr__\n'
+               "    raise AttributeError(\n"
+               "AttributeError: '_OpNamespace' '_moe_C' object has no attribute 'topk_softmax'"}}),
     # recorded on this machine: vLLM 0.26.0 (CPU), LLM(...), the tiny DeepSeek-V2 (MLA): its CPU platform has no
     # MLA backend (vLLM 0.32's has); the traceback's last frames
     Sample("a platform that cannot run the model's attention",

@@ -317,6 +317,45 @@ def test_mla_caches_one_latent_per_token_and_layer():
     assert V032_CPU.default_block_size(mla=True) == 16 and V032_CPU.default_block_size() == 128
 
 
+LONGCAT_FLASH = {"model_type": "longcat_flash", "num_layers": 28, "num_attention_heads": 64, "kv_lora_rank": 512,
+                 "q_lora_rank": 1536, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128, "v_head_dim": 128,
+                 "torch_dtype": "bfloat16", "max_position_embeddings": 131072}
+"""meituan-longcat/LongCat-Flash-Chat's attention keys as published: decoder layers as num_layers only."""
+MINICPM3_4B = {"model_type": "minicpm3", "num_hidden_layers": 62, "hidden_size": 2560, "num_attention_heads": 40,
+               "num_key_value_heads": 40, "kv_lora_rank": 256, "q_lora_rank": 768, "qk_rope_head_dim": 32,
+               "qk_nope_head_dim": 64, "v_head_dim": 64, "torch_dtype": "bfloat16"}
+"""openbmb/MiniCPM3-4B's attention keys."""
+
+
+def test_longcat_caches_two_latents_in_each_decoder_layer():
+    """vLLM's longcat_flash.py: two MLA sublayers in each of the num_layers decoder layers, as transformers'
+    num_hidden_layers = 2 x num_layers counts them; a num_hidden_layers in the file is that count already.
+    Before: unmodelled (auto-fit, then one step above; the least KV refused)."""
+    assert kv_bytes_per_token(LONGCAT_FLASH) == 56 * 576 * 2 and unmodelled_attention(LONGCAT_FLASH) is None
+    assert layer_windows(LONGCAT_FLASH) == (None,) * 56
+    assert kv_bytes_per_token({**LONGCAT_FLASH, "num_hidden_layers": 56}) == 56 * 1152
+    assert kv_bytes_per_token({**LONGCAT_FLASH, "model_type": "axk1", "num_hidden_layers": 61}) == 61 * 1152
+    sparse = {**LONGCAT_FLASH, "index_topk": 2048}  # LongCat's sparse (LSA) variant: an indexer cache beside it
+    assert kv_bytes_per_token(sparse) is None and "longcat_flash" in (unmodelled_attention(sparse) or "")
+
+
+def test_minicpm3_caches_full_keys_and_values_at_the_query_key_width():
+    """vLLM's minicpm3.py: MLA's projections, but an Attention of qk_nope + qk_rope = 96 per head with every
+    head a KV head, values padded to it; V1 only (V0 sized its blocks by hidden / heads = 64, and the tool
+    keeps vLLM's own numbers there). Measured: the tiny MiniCPM3's 1152 in 2.5 MiB (real test)."""
+    assert layer_kv_bytes_per_token(MINICPM3_4B) == 2 * 40 * 96 * 2
+    assert kv_bytes_per_token(MINICPM3_4B) == 62 * 2 * 40 * 96 * 2 and unmodelled_attention(MINICPM3_4B) is None
+    narrow = {**MINICPM3_4B, "num_key_value_heads": 8}  # not read: every head is cached
+    assert layer_kv_bytes_per_token(narrow) == 2 * 40 * 96 * 2
+    info = ModelInfo(None, 32768, 40, 62 * 15360, None, num_kv_heads=40, dtype_bytes=2,
+                     layer_kv_bytes_per_token=15360, model_type="minicpm3")
+    assert info.kv_bytes_per_rank(2) == 62 * 15360 // 2  # heads split across ranks
+    assert info.for_version((0, 32, 0)).kv_bytes_per_token == 62 * 15360
+    for v0 in (info.for_version((0, 6, 3)), info.for_version((0, 9, 2), {"VLLM_USE_V1": "0"})):
+        assert v0.kv_bytes_per_token is None and "V0" in (v0.unmodelled_attention or "")
+    assert info.for_version((0, 9, 2)).kv_bytes_per_token == 62 * 15360
+
+
 GRANITE_4_H_MICRO = {"model_type": "granitemoehybrid", "num_hidden_layers": 40, "hidden_size": 2048,
                      "num_attention_heads": 32, "num_key_value_heads": 8, "mamba_n_heads": 64, "mamba_d_head": 64,
                      "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2,

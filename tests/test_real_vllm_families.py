@@ -12,7 +12,9 @@ attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP, mamba2, attention),
 mamba2 mixer side by side in each of four layers), Zamba2 (a mamba2 mixer in each layer, the shared
 attention block beside one), Qwen3-Next (three gated DeltaNet layers, one attention layer), LFM2 and
 LFM2-MoE (three short-convolution layers, one attention layer), Jamba (three mamba layers, one attention
-layer; its requests crash vLLM's CPU kernel) and Mamba2 (attention-free).
+layer; its requests crash vLLM's CPU kernel), Mamba2 (attention-free), MiniCPM3 (MLA's projections, full
+keys and values cached) and LongCat-Flash (two MLA sublayers a layer; its requests need a kernel vLLM's CPU
+build lacks).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -79,6 +81,7 @@ def trials(report):
     ("mixtral", 4992),  # full attention: 39 x 128
     ("qwen3", 4992),
     ("deepseek_v2", 1120),  # MLA: one 576-wide latent a token and layer, 16-token blocks: 71 of 36 KiB
+    ("minicpm3", 1152),     # MLA's projections, full K/V cached: 4 heads x 64 x 2 layers, 9 of 256 KiB blocks
 ])
 def test_each_family_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family, expected):
     report = search(vllm_python, families / family, real_env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
@@ -107,6 +110,7 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
     ("gemma4", 3000, 64, 90),       # 5 sliding groups of cdiv(3000, 256) + 1, the global cdiv(3000, 128), null
     ("llama4", 8000, 32, 172),      # 3 chunked groups of cdiv(512 + 4096, 128) + 63 full + the null block
     ("deepseek_v2", 1000, 36, 64),  # MLA: cdiv(1000, 16) + the null block, 36 KiB a block
+    ("minicpm3", 1000, 256, 9),     # full K/V at the qk width: cdiv(1000, 128) + the null block (2 before)
     ("granite4h", 20000, 32, 161),  # three mamba groups of one block + cdiv(20000, 128) + the null block
     ("falcon_h1", 20000, 128, 159),  # one attention group of 4 layers, one mamba group: 157 + 1 + 1 of 128 KiB
     ("zamba2", 20000, 128, 162),     # four mamba groups of one layer, one attention: 157 + 4 + 1 of 128 KiB
@@ -181,12 +185,15 @@ def test_llama4_chunked_layers_hold_one_chunk_and_the_tokens_in_flight(vllm_pyth
     assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
 
 
-def test_deepseek_v2_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path):
-    """MLA on `vllm serve` (2 launches before issue 30: the longest candidate, then vLLM's estimate)."""
+@pytest.mark.parametrize("family, expected", [("deepseek_v2", 1120), ("minicpm3", 1152)])
+def test_mla_models_served_are_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family, expected):
+    """MLA on `vllm serve`: DeepSeek-V2's latent, MiniCPM3's full keys and values at the query-key width (2
+    launches before: the longest candidate, then vLLM's estimate; MiniCPM3 checked outside the tool
+    2026-12-06, 1152 served and 1153 refused on both paths)."""
     env = {key: value for key, value in real_env.items() if key != "VLLM_ENABLE_V1_MULTIPROCESSING"}
-    report = search(vllm_python, families / "deepseek_v2", env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
+    report = search(vllm_python, families / family, env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
                     "--granularity", 1, via="serve")
-    assert report["fit"]["max_model_len"] == 1120 and report["launches"] == 1, trials(report)
+    assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
 
 
 def test_phi3_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path):
@@ -324,6 +331,29 @@ def test_a_model_whose_kernel_needs_triton_is_an_environment_problem(vllm_python
     assert done.returncode == 3 and report["fit"] is None and report["launches"] == 1, done.stderr[-3000:]
     assert report["trials"][0]["outcome"] == "environment"
     assert "need Triton" in report["trials"][0]["detail"] and vllm_python in report["trials"][0]["detail"]
+
+
+def test_longcat_starts_at_its_paired_latents_and_its_missing_cpu_kernel_is_named(vllm_python, families, real_env,
+                                                                                 tmp_path):
+    """LongCat-Flash: two MLA sublayers in each of its `num_layers` decoder layers (config.json names no
+    num_hidden_layers), so 6 MiB holds 85 blocks of 16 tokens for 4 latents: the first launch is 1344, the
+    length vLLM starts with (1345 refused at the start, outside the tool, 2026-12-06; before: vLLM's auto-fit,
+    then one step above). Its softmax router calls _moe_C.topk_softmax, which vLLM 0.32's CPU build lacks: the
+    request fails, and the default (served) search stops there with exit 3, naming the kernel and the
+    interpreter (a crash, exit 1, before). That the request limit equals the start check's rests on the other
+    MLA models (DeepSeek-V2, same groups, measured), not on a LongCat request."""
+    env = dict(real_env)
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)
+    report_path = tmp_path / "report.json"
+    done = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(families / "longcat_flash"),
+                           "--engine-arg", "enforce_eager=true", "--no-cache", "--report", str(report_path),
+                           "--kv-cache-memory", str(KV_6MIB), "--granularity", "1"], env=env, capture_output=True,
+                          text=True, timeout=900)
+    report = json.loads(report_path.read_text())
+    assert done.returncode == 3 and report["fit"] is None, done.stderr[-3000:]
+    assert trials(report) == [(1344, "environment")]
+    assert "_moe_C.topk_softmax" in report["trials"][0]["detail"] and vllm_python in report["trials"][0]["detail"]
+    assert report.get("diagnosis") is None  # no memory reckoning after a cause no memory setting changes
 
 
 def test_granite4h_explore_serves_with_prefix_caching_off(vllm_python, families, real_env, tmp_path):

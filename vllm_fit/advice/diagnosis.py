@@ -20,6 +20,8 @@ from ..report.search_report import SearchReport
 from .engine_hints import crash_hint
 
 GIB = float(1 << 30)
+NOT_MEMORY = frozenset({Outcome.CRASH, Outcome.ENVIRONMENT, Outcome.BAD_CONFIG})
+"""Outcomes whose cause is not memory: no reckoning in memory follows from them."""
 
 
 def _gib(value: float) -> str:
@@ -75,6 +77,8 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
     hint = crash_hint(report.trials)
     if hint is not None and fit is None:  # a crash, not memory: no length or memory setting changes it
         return {"engine_argument": hint.argument, "lines": [hint.line]}
+    if fit is None and report.trials and report.trials[-1].outcome in NOT_MEMORY:
+        return None  # the search stopped on a cause no length or memory setting changes
     model_max = search.max_len or model.derived_max_len
     wanted = model_max if fit else (search.min_len or model_max)
     if not wanted or (fit and fit.max_model_len >= wanted):

@@ -31,6 +31,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.NO_DEVICE, Outcome.ENVIRONMENT),
     (patterns.MISSING_MODULE, Outcome.ENVIRONMENT),
     (patterns.NO_TRITON, Outcome.ENVIRONMENT),
+    (patterns.NO_KERNEL, Outcome.ENVIRONMENT),
     (patterns.PLATFORM_UNSUPPORTED, Outcome.ENVIRONMENT),
     (patterns.BAD_CONFIG, Outcome.BAD_CONFIG),
 ]
@@ -38,6 +39,7 @@ _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.OOM, Outcome.OOM),
     (patterns.V0_BLOCK_MANAGER, Outcome.REQUEST_FAILED),
     (patterns.NO_TRITON, Outcome.ENVIRONMENT),  # a kernel of the request's (vLLM 0.26's mamba2 conv on the CPU)
+    (patterns.NO_KERNEL, Outcome.ENVIRONMENT),  # one the build lacks (vLLM 0.32 CPU: LongCat-Flash's router)
     (re.compile(r"prompt \(length \d+\) is longer than the maximum model length"), Outcome.REQUEST_FAILED),
 ]
 
@@ -122,19 +124,11 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str, interpreter: Op
         return "KV cache too small for one sequence (vLLM printed no estimate)"
     if outcome is Outcome.TOO_LONG_FOR_MODEL and facts.derived_max_len is not None:
         return "over the model's derived maximum of %d" % facts.derived_max_len
-    missing = patterns.MISSING_MODULE.search(line) if outcome is Outcome.ENVIRONMENT else None
-    if missing is not None:
-        return ("the Python module %r is not installed where vLLM runs (ModuleNotFoundError); install it into that"
-                " environment (%s) and search again" % (missing.group(1), interpreter or "the --python interpreter"))
-    no_triton = patterns.NO_TRITON.search(line) if outcome is Outcome.ENVIRONMENT else None
-    if no_triton is not None:
-        return ("this model's kernels need Triton, which vLLM has not where it runs (%s; its placeholder lacks %r):"
-                " search where vLLM runs with Triton (a GPU, or triton-cpu)"
-                % (interpreter or "the --python interpreter", no_triton.group(1)))
-    unsupported = patterns.PLATFORM_UNSUPPORTED.search(line) if outcome is Outcome.ENVIRONMENT else None
-    if unsupported is not None:
-        return ("vLLM where it runs (%s) cannot run this model on its device: %r; search where vLLM supports it"
-                " (a GPU)" % (interpreter or "the --python interpreter", unsupported.group(1).strip()))
+    for pattern, words in patterns.ENVIRONMENT_WORDS if outcome is Outcome.ENVIRONMENT else ():
+        match = pattern.search(line)
+        if match is not None:
+            return words.format(match.group(0), *(group.strip() for group in match.groups()),
+                                python=interpreter or "the --python interpreter")
     if outcome is Outcome.OOM and facts.oom_stage is not None:
         return "out of memory (%s): %s" % (facts.oom_stage.value.replace("_", " "), line[:200])
     return line[:240]

@@ -102,10 +102,24 @@ NO_TRITON = re.compile(r"module 'triton(?:\.\w+)*' has no attribute '(\w+)'")
 """A kernel the model needs calls Triton where vLLM has only its placeholder module (vllm/triton_utils: the
 CPU backend without triton-cpu, "Triton is installed, but doesn't include CPU backend. Disabling Triton."):
 vLLM 0.32's OLMo hybrid gated DeltaNet layers ("module 'triton' has no attribute 'set_allocator'")."""
+NO_KERNEL = re.compile(r"'_OpNamespace' '(\w+)' object has no attribute '(\w+)'")
+"""A kernel the model calls is not compiled into this vLLM build: vLLM 0.32's CPU build has no
+_moe_C.topk_softmax, which LongCat-Flash's softmax router calls at the first request."""
 PLATFORM_UNSUPPORTED = re.compile(r"NotImplementedError: (.{1,160}? not (?:yet )?supported on (?:the )?"
                                   r"(?:CPU|XPU|TPU|HPU|ROCm)\b.*)")
 """vLLM's platform cannot run a part of this model ("MLA is not supported on CPU." from vLLM 0.26's CPU
 backend for DeepSeek-V2; "Sparse Attention is not supported on CPU."): no length serves there."""
+ENVIRONMENT_WORDS = (
+    (MISSING_MODULE, "the Python module {1!r} is not installed where vLLM runs (ModuleNotFoundError);"
+                     " install it into that environment ({python}) and search again"),
+    (NO_TRITON, "this model's kernels need Triton, which vLLM has not where it runs ({python}; its"
+                " placeholder lacks {1!r}): search where vLLM runs with Triton (a GPU, or triton-cpu)"),
+    (NO_KERNEL, "this model calls the kernel {1}.{2}, which the vLLM build where it runs ({python}) does"
+                " not have: search where vLLM is built with it (a GPU build)"),
+    (PLATFORM_UNSUPPORTED, "vLLM where it runs ({python}) cannot run this model on its device: {1!r};"
+                           " search where vLLM supports it (a GPU)"),
+)
+"""What each environment problem means and what to do, by the pattern that recognised it."""
 BAD_CONFIG = re.compile(
     r"must be divisible by tensor parallel size|must be divisible by pipeline parallel size"
     r"|GPU memory utilization must be less than 1\.0|\d+ validation errors? for \w+"

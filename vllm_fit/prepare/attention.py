@@ -7,9 +7,10 @@ language model's numbers in multimodal configs.
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from ..logs.kv_groups import Chunk, Span, State
+from ..logs.regime import Engine, Version, default_engine
 from .config_basics import model_dtype_bytes, positive_int, text_config
 from .hybrid_layers import (
     DELTANET,
@@ -52,14 +53,33 @@ def kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     return (layers - kv_shared_layers(config)) * per_layer
 
 
-LATENT_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe_lite", "pangu_ultra_moe"})
+LATENT_MODEL_TYPES = frozenset({"deepseek_v2", "deepseek_v3", "kimi_k2", "glm4_moe_lite", "pangu_ultra_moe",
+                                "longcat_flash", "axk1"})
 """Model types vLLM runs with multi-head latent attention on every layer and nothing else in the cache
-(`is_deepseek_mla`); DeepSeek V3.2's sparse indexer, V4's compression and the linear hybrids add caches
-of their own and are not in it."""
+(`is_deepseek_mla`; LongCat-Flash's two attention sublayers per decoder layer counted by `text_config`);
+DeepSeek V3.2's sparse indexer, V4's compression and the linear hybrids add caches of their own and are
+not in it."""
+FULL_KV_LATENT_MODEL_TYPES = frozenset({"minicpm3"})
+"""Model types with MLA's projections (kv_lora_rank) whose cache vLLM's V1 engine keeps as full keys and
+values per attention head, qk_nope_head_dim + qk_rope_head_dim wide (vLLM's minicpm3.py: an Attention of
+that head size with as many KV heads as heads); V0 sized its blocks by the model's head_dim instead."""
 MLA_SINCE = (0, 7, 1)
 """vLLM caches one latent per token and layer from 0.7.1 (VLLM_MLA_DISABLE=1 turns it off); before, full
 keys and values."""
 _SPARSE_KEYS = ("index_topk", "index_head_dim", "compress_ratios", "linear_attn_config")
+
+
+def version_unmodelled(model_type: Optional[str], latent: bool, version: Optional[Version],
+                       env: Mapping[str, str]) -> Optional[str]:
+    """Why this vLLM version lays the KV cache out otherwise than config.json's costing assumes (None: it
+    does not): full keys and values in place of MLA's latent before 0.7.1 or with VLLM_MLA_DISABLE=1;
+    MiniCPM3's blocks sized by its head_dim on V0."""
+    if latent and ((version is not None and version < MLA_SINCE)
+                   or str(env.get("VLLM_MLA_DISABLE", "0")).strip() not in ("", "0")):
+        return "multi-head attention in place of MLA's latent (vLLM before 0.7.1, or VLLM_MLA_DISABLE=1)"
+    if model_type in FULL_KV_LATENT_MODEL_TYPES and default_engine(version, env) is Engine.V0:
+        return "keys and values of model type %s at the V0 engine's head size" % model_type
+    return None
 
 
 def latent_attention(config: Dict[str, Any]) -> bool:
@@ -71,6 +91,22 @@ def latent_attention(config: Dict[str, Any]) -> bool:
             and not any(config.get(key) for key in _SPARSE_KEYS) and _all_full(config.get("layer_types")))
 
 
+def full_kv_latent(config: Dict[str, Any]) -> bool:
+    """Whether the model has MLA's projections but caches full keys and values (`FULL_KV_LATENT_MODEL_TYPES`)."""
+    config = text_config(config)
+    return str(config.get("model_type", "")) in FULL_KV_LATENT_MODEL_TYPES and positive_int(
+        config.get("qk_nope_head_dim")) and positive_int(config.get("qk_rope_head_dim"))
+
+
+def cached_kv_heads(config: Dict[str, Any]) -> Any:
+    """The KV heads vLLM caches per layer, as config.json gives them (not checked): num_key_value_heads, or
+    one per attention head where the model's attention ignores it (Zamba2, MiniCPM3) or it is absent."""
+    config = text_config(config)
+    if str(config.get("model_type", "")) == "zamba2" or full_kv_latent(config):
+        return config.get("num_attention_heads")
+    return config.get("num_key_value_heads", config.get("num_attention_heads"))
+
+
 def _all_full(types: Any) -> bool:
     return types is None or (isinstance(types, list) and all(kind == "full_attention" for kind in types))
 
@@ -79,19 +115,19 @@ def layer_kv_bytes_per_token(config: Dict[str, Any]) -> Optional[int]:
     """KV cache bytes one token takes in one layer (keys and values, or MLA's one latent); None for
     layouts it cannot cost or missing numbers."""
     config = text_config(config)
-    if config.get("kv_lora_rank"):
+    if config.get("kv_lora_rank") and latent_attention(config):
         dtype = model_dtype_bytes(config)
-        if not latent_attention(config) or dtype is None:
-            return None
-        return (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * dtype
+        return None if dtype is None else (config["kv_lora_rank"] + config["qk_rope_head_dim"]) * dtype
+    if config.get("kv_lora_rank") and not full_kv_latent(config):
+        return None
     if str(config.get("model_type", "")) == "zamba2":  # zamba2.py: as many KV heads as query heads
         config = zamba2_config(config)
-        config = {**config, "num_key_value_heads": config.get("num_attention_heads"),
-                  "head_dim": config.get("attention_head_dim")}
-    heads = config.get("num_attention_heads")
-    kv_heads = config.get("num_key_value_heads", heads)
+        config = {**config, "head_dim": config.get("attention_head_dim")}
+    heads, kv_heads = config.get("num_attention_heads"), cached_kv_heads(config)
     head_dim = config.get("head_dim") or (config.get("hidden_size", 0) // heads if isinstance(heads, int)
                                           and not isinstance(heads, bool) and heads > 0 else None)
+    if full_kv_latent(config):
+        head_dim = config["qk_nope_head_dim"] + config["qk_rope_head_dim"]
     dtype = model_dtype_bytes(config)
     if not isinstance(kv_heads, int) or not isinstance(head_dim, int) or dtype is None:
         return None
@@ -105,7 +141,7 @@ def unmodelled_attention(config: Dict[str, Any]) -> Optional[str]:
     layer is full or sliding-window attention): MLA's latent pages, mamba and linear-attention state pages,
     chunked local attention, or layer types it does not know."""
     config = text_config(config)
-    if config.get("kv_lora_rank") and not latent_attention(config):
+    if config.get("kv_lora_rank") and not latent_attention(config) and not full_kv_latent(config):
         return "multi-head latent attention as model type %s lays it out (kv_lora_rank %s)" % (
             config.get("model_type") or "unknown", config.get("kv_lora_rank"))
     if layer_overrides(config) is None:

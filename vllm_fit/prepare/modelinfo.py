@@ -13,8 +13,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from ..errors import BadInput
 from ..files.reading import check_nesting, read_input_bytes
 from ..logs.kv_groups import Span
+from ..logs.regime import Version
 from .attention import (
-    MLA_SINCE,
+    cached_kv_heads,
     kv_bytes_per_token,
     latent_attention,
     layer_kv_bytes_per_token,
@@ -22,6 +23,7 @@ from .attention import (
     sliding_window,
     text_config,
     unmodelled_attention,
+    version_unmodelled,
 )
 from .config_basics import DTYPE_BYTES as _DTYPE_BYTES
 from .config_basics import model_dtype_bytes
@@ -82,16 +84,13 @@ class ModelInfo:
     """The family of its state layers (mamba2 by model type, gated DeltaNet ...), for how many blocks a
     request's state takes; None without state layers."""
 
-    def for_version(self, version: Optional[Tuple[int, ...]], env: Optional[Mapping[str, str]] = None) -> ModelInfo:
+    def for_version(self, version: Optional[Version], env: Optional[Mapping[str, str]] = None) -> ModelInfo:
         """These facts as the installed vLLM derives them (an unknown version counts as current)."""
         model = self
-        if self.latent_attention and ((version is not None and version < MLA_SINCE)
-                                      or str((env or {}).get("VLLM_MLA_DISABLE", "0")).strip() not in ("", "0")):
-            # full keys and values per head instead of the latent: a layout this tool does not cost
+        unmodelled = version_unmodelled(self.model_type, self.latent_attention, version, env or {})
+        if unmodelled is not None:  # a layout this tool does not cost
             model = dataclasses.replace(self, kv_bytes_per_token=None, layer_kv_bytes_per_token=None,
-                                        latent_attention=False,
-                                        unmodelled_attention="multi-head attention in place of MLA's latent"
-                                        " (vLLM before 0.7.1, or VLLM_MLA_DISABLE=1)")
+                                        latent_attention=False, unmodelled_attention=unmodelled)
         if model.unscaled_max_len is None or (version is not None and version < YARN_UNSCALED_SINCE):
             return model
         return dataclasses.replace(model, derived_max_len=model.unscaled_max_len, unscaled_max_len=None)
@@ -245,8 +244,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         raise BadInput("%s is nested too deeply to be a config.json; fix or replace it" % config_file) from None
     except (UnicodeDecodeError, ValueError, TypeError, ZeroDivisionError) as exc:
         raise BadInput("%s is not a config.json vLLM can read (%s); fix or replace it" % (config_file, exc)) from None
-    heads = text.get("num_attention_heads")
-    kv_heads = text.get("num_key_value_heads", heads)
+    heads, kv_heads = text.get("num_attention_heads"), cached_kv_heads(text)
     return ModelInfo(
         path=path.resolve(),
         derived_max_len=derived,
