@@ -420,6 +420,14 @@ SAMPLES = [
                "traceback": '  File "/venv/lib/python3.11/site-packages/vllm/model_executor/layers/mamba/ops/'
                'causal_conv1d.py", line 567, in causal_conv1d_fn\n'
                "AttributeError: module 'triton' has no attribute 'next_power_of_2'"}}),
+    # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), the tiny Llama's config.json naming an architecture
+    # no vLLM has ("FooForCausalLM"); the registry's list after "Supported architectures:" cut to its first two
+    Sample("an architecture the installed vLLM does not run",
+           "##vllm-fit phase=import\nTriton is installed, but doesn't include CPU backend. Disabling Triton.\n\n"
+           "##vllm-fit phase=start\n", "environment", {},
+           start_failed("1 validation error for ModelConfig\n  Value error, Model architectures ['FooForCausalLM'] are"
+                        " not supported for now. Supported architectures: dict_keys(['AfmoeForCausalLM',"
+                        " 'ApertusForCausalLM'])", "pydantic_core._pydantic_core.ValidationError")),
     # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), the tiny LongCat-Flash: it starts, and the full-length
     # request's softmax router calls a kernel the CPU build does not compile; the traceback's last frames
     Sample("a request whose kernel the vLLM build lacks",

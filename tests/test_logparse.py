@@ -233,3 +233,22 @@ def test_a_start_crash_names_the_workers_own_error_not_the_wrapper():
     assert verdict.outcome is Outcome.CRASH
     assert verdict.detail == ("nothing recognised (exit code 1): ValueError: too many values to unpack (expected 2)"
                               " (raised in vllm/model_executor/layers/utils.py:231 (dispatch_cpu_unquantized_gemm))")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("Value error, Model architectures ['FooForCausalLM'] are not supported for now. Supported architectures:"
+     " dict_keys(['AfmoeForCausalLM'])", "['FooForCausalLM'] are not supported for now"),
+    # vLLM 0.32's registry.py, verbatim (removed architectures and out-of-tree ones)
+    ("ValueError: Model architecture BambaForCausalLM was supported in vLLM until v0.23.0, and is not supported"
+     " anymore. Please use an older version of vLLM if you want to use this model architecture.",
+     "BambaForCausalLM was supported in vLLM until v0.23.0"),
+    ("ValueError: Model architecture FooForCausalLM is not supported in-tree anymore. Please install the plugin at"
+     " https://github.com/example/plugin if you want to use this model architecture.",
+     "install the plugin at https://github.com/example/plugin"),
+])
+def test_an_architecture_the_installed_vllm_does_not_run_is_an_environment_problem(text, words):
+    """Named with vLLM's reason and the interpreter, exit 3, without the registry's list of every
+    architecture it does run (a bad config before, its detail hundreds of names long)."""
+    verdict = classify("##vllm-fit phase=start\n" + text + "\n", None, exit_code=1, interpreter="/venv/bin/python")
+    assert verdict.outcome is Outcome.ENVIRONMENT, verdict.detail
+    assert words in verdict.detail and "/venv/bin/python" in verdict.detail and "Afmoe" not in verdict.detail

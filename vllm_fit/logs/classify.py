@@ -33,6 +33,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.NO_TRITON, Outcome.ENVIRONMENT),
     (patterns.NO_KERNEL, Outcome.ENVIRONMENT),
     (patterns.PLATFORM_UNSUPPORTED, Outcome.ENVIRONMENT),
+    (patterns.UNSUPPORTED_ARCHITECTURE, Outcome.ENVIRONMENT),
     (patterns.BAD_CONFIG, Outcome.BAD_CONFIG),
 ]
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [

@@ -109,6 +109,12 @@ PLATFORM_UNSUPPORTED = re.compile(r"NotImplementedError: (.{1,160}? not (?:yet )
                                   r"(?:CPU|XPU|TPU|HPU|ROCm)\b.*)")
 """vLLM's platform cannot run a part of this model ("MLA is not supported on CPU." from vLLM 0.26's CPU
 backend for DeepSeek-V2; "Sparse Attention is not supported on CPU."): no length serves there."""
+UNSUPPORTED_ARCHITECTURE = re.compile(r"Model architectures? (\[[^\]]{1,300}\]|\w+) (are not supported for now"
+                                      r"|was supported in vLLM until v[\d.]+|is not supported in-tree anymore\."
+                                      r" Please install the plugin at \S+)")
+"""The installed vLLM's model registry does not run the config's architecture (registry.py's
+_raise_for_unsupported, 0.4-0.32: unknown, removed after a version, or moved to a plugin); the same line
+lists every supported architecture after it, which is not worth repeating."""
 ENVIRONMENT_WORDS = (
     (MISSING_MODULE, "the Python module {1!r} is not installed where vLLM runs (ModuleNotFoundError);"
                      " install it into that environment ({python}) and search again"),
@@ -118,6 +124,8 @@ ENVIRONMENT_WORDS = (
                 " not have: search where vLLM is built with it (a GPU build)"),
     (PLATFORM_UNSUPPORTED, "vLLM where it runs ({python}) cannot run this model on its device: {1!r};"
                            " search where vLLM supports it (a GPU)"),
+    (UNSUPPORTED_ARCHITECTURE, "vLLM where it runs ({python}) does not run this model: architecture {1} {2};"
+                               " search with a vLLM that runs it"),
 )
 """What each environment problem means and what to do, by the pattern that recognised it."""
 BAD_CONFIG = re.compile(
