@@ -80,6 +80,13 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                        first_k_dense_replace=1, n_group=1, topk_group=1,
                                        max_position_embeddings=32768,
                                        rope_scaling=None)),
+    # GLM-4.7-Flash (glm4_moe_lite): MLA as DeepSeek-V2-Lite's, a wider value head, sigmoid-routed experts
+    "glm4_moe_lite": ("Glm4MoeLite", dict(num_hidden_layers=2, kv_lora_rank=512, q_lora_rank=64, qk_rope_head_dim=64,
+                                          qk_nope_head_dim=64, v_head_dim=128, num_key_value_heads=4, head_dim=64,
+                                          n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                                          moe_intermediate_size=64, n_group=1, topk_group=1,
+                                          mlp_layer_types=["dense", "sparse"], max_position_embeddings=32768,
+                                          rope_scaling=None)),
     # Llama 4 text: chunked local attention on three layers of four, NoPE on the fourth
     "llama4": ("Llama4Text", dict(num_hidden_layers=4, attention_chunk_size=512, intermediate_size_mlp=256,
                                   num_local_experts=2, num_experts_per_tok=1, interleave_moe_layer_step=2,
@@ -165,6 +172,7 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "lfm2": {"conv_dim": 128, "block_dim": 128},  # LiquidAI/LFM2-*: both = hidden_size; vLLM 0.32 reads them
     "gemma4": {"per_layer_config": None, "global_head_dim": 64},  # google/gemma-4-*: global_head_dim
     "gemma4_shared": {"per_layer_config": None, "global_head_dim": 64, "num_global_key_value_heads": 1},
+    "glm4_moe_lite": {"first_k_dense_replace": 1},  # zai-org/GLM-4.7-Flash: vLLM 0.32 reads it, not mlp_layer_types
     "minicpm3": {"head_dim": None, "qk_head_dim": None},  # openbmb/MiniCPM3-4B names neither
     # meituan-longcat/LongCat-Flash-Chat: vLLM's longcat_flash.py reads these three, transformers writes none
     "longcat_flash": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True, "zero_expert_type": "identity"},

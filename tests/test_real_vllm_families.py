@@ -12,9 +12,9 @@ attention layer), Nemotron-H (the pattern M-M*: mamba2, MLP, mamba2, attention),
 mamba2 mixer side by side in each of four layers), Zamba2 (a mamba2 mixer in each layer, the shared
 attention block beside one), Qwen3-Next (three gated DeltaNet layers, one attention layer), LFM2 and
 LFM2-MoE (three short-convolution layers, one attention layer), Jamba (three mamba layers, one attention
-layer; its requests crash vLLM's CPU kernel), Mamba2 (attention-free), MiniCPM3 (MLA's projections, full
-keys and values cached) and LongCat-Flash (two MLA sublayers a layer; its requests need a kernel vLLM's CPU
-build lacks).
+layer; its requests crash vLLM's CPU kernel), Mamba2 (attention-free), GLM-4.7-Flash (MLA), MiniCPM3 (MLA's
+projections, full keys and values cached) and LongCat-Flash (two MLA sublayers a layer; its requests need a
+kernel vLLM's CPU build lacks).
 One layer's page is otherwise 32 KiB a block; vLLM groups the layers by attention type
 (kv_groups.py), so the same KV bytes hold a different length in each family.
 
@@ -82,6 +82,7 @@ def trials(report):
     ("qwen3", 4992),
     ("deepseek_v2", 1120),  # MLA: one 576-wide latent a token and layer, 16-token blocks: 71 of 36 KiB
     ("minicpm3", 1152),     # MLA's projections, full K/V cached: 4 heads x 64 x 2 layers, 9 of 256 KiB blocks
+    ("glm4_moe_lite", 1120),  # GLM-4.7-Flash: DeepSeek-V2's latent with sigmoid-routed experts
 ])
 def test_each_family_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family, expected):
     report = search(vllm_python, families / family, real_env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
