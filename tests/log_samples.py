@@ -428,6 +428,15 @@ SAMPLES = [
            start_failed("1 validation error for ModelConfig\n  Value error, Model architectures ['FooForCausalLM'] are"
                         " not supported for now. Supported architectures: dict_keys(['AfmoeForCausalLM',"
                         " 'ApertusForCausalLM'])", "pydantic_core._pydantic_core.ValidationError")),
+    # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), a tiny Bamba saved by transformers 5.19 (vLLM dropped its
+    # implementation after 0.23 and falls back to the Transformers backend, which cannot run its mamba layers)
+    Sample("a model vLLM has no implementation of, whose layers its Transformers backend cannot run",
+           "(MainProcess pid=9537) INFO 12-06 06:13:19 [model.py:733] Resolved architecture: TransformersForCausalLM\n"
+           "(MainProcess pid=9537) WARNING 12-06 06:13:20 [utils.py:312] TransformersForCausalLM has no vLLM"
+           " implementation, falling back to Transformers implementation. Some features may not be supported and"
+           " performance may not be optimal.\n", "environment", {},
+           start_failed("Layer 0 (linear_attention) does not dispatch through the Transformers attention interface and"
+                        " vLLM has no other way to handle it.")),
     # recorded on this machine: vLLM 0.32.0 (CPU), LLM(...), the tiny LongCat-Flash: it starts, and the full-length
     # request's softmax router calls a kernel the CPU build does not compile; the traceback's last frames
     Sample("a request whose kernel the vLLM build lacks",

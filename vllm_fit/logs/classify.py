@@ -34,6 +34,7 @@ _ROOT_CAUSES: List[Tuple[Pattern[str], Outcome]] = [
     (patterns.NO_KERNEL, Outcome.ENVIRONMENT),
     (patterns.PLATFORM_UNSUPPORTED, Outcome.ENVIRONMENT),
     (patterns.UNSUPPORTED_ARCHITECTURE, Outcome.ENVIRONMENT),
+    (patterns.NO_FALLBACK_LAYER, Outcome.ENVIRONMENT),
     (patterns.BAD_CONFIG, Outcome.BAD_CONFIG),
 ]
 _REQUEST_CAUSES: List[Tuple[Pattern[str], Outcome]] = [

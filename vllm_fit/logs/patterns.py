@@ -115,6 +115,10 @@ UNSUPPORTED_ARCHITECTURE = re.compile(r"Model architectures? (\[[^\]]{1,300}\]|\
 """The installed vLLM's model registry does not run the config's architecture (registry.py's
 _raise_for_unsupported, 0.4-0.32: unknown, removed after a version, or moved to a plugin); the same line
 lists every supported architecture after it, which is not worth repeating."""
+NO_FALLBACK_LAYER = re.compile(r"Layer (\d+(?: \(\w+\))?) does not dispatch through the Transformers attention"
+                               r" interface and vLLM has no other way to handle it")
+"""vLLM has no implementation of the model and its Transformers backend cannot run one of its layers
+(vLLM 0.32 on Bamba, whose implementation it dropped after 0.23: "Layer 0 (linear_attention) ...")."""
 ENVIRONMENT_WORDS = (
     (MISSING_MODULE, "the Python module {1!r} is not installed where vLLM runs (ModuleNotFoundError);"
                      " install it into that environment ({python}) and search again"),
@@ -126,6 +130,8 @@ ENVIRONMENT_WORDS = (
                            " search where vLLM supports it (a GPU)"),
     (UNSUPPORTED_ARCHITECTURE, "vLLM where it runs ({python}) does not run this model: architecture {1} {2};"
                                " search with a vLLM that runs it"),
+    (NO_FALLBACK_LAYER, "vLLM where it runs ({python}) has no implementation of this model, and its Transformers"
+                        " backend cannot run layer {1}: search with a vLLM that implements the model"),
 )
 """What each environment problem means and what to do, by the pattern that recognised it."""
 BAD_CONFIG = re.compile(

@@ -19,7 +19,7 @@ def text_config(config: Dict[str, Any]) -> Dict[str, Any]:
     text = config.get("text_config")
     text = text if isinstance(text, dict) else config
     if str(text.get("model_type", "")) in PAIRED_ATTENTION_MODEL_TYPES and positive_int(text.get("num_layers")) \
-            and text.get("num_hidden_layers") is None:
+            and text["num_layers"] <= 50000 and text.get("num_hidden_layers") is None:
         return {**text, "num_hidden_layers": 2 * text["num_layers"]}
     return text
 

@@ -8,7 +8,7 @@ from typing import Any, Dict
 
 from .config_basics import DTYPE_BYTES, text_config
 
-_BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20,
+_BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20, "qk_nope_head_dim": 1 << 20,
            "num_hidden_layers": 100000, "num_attention_heads": 100000, "num_key_value_heads": 100000,
            "head_dim": 1 << 20, "hidden_size": 1 << 24, "intermediate_size": 1 << 26, "vocab_size": 1 << 26,
            "sliding_window": 1 << 40, "max_window_layers": 100000, "attention_chunk_size": 1 << 40,
