@@ -184,7 +184,7 @@ class LongestAtHighestUtilization(Objective):
         """
         total, page = self.model.total(history), self.model.page_bytes(history)
         space = self.strategy.space
-        shrinking = self._shrinking_pool_length(history, level)
+        shrinking = self._shrinking_pool_length(history, level, launched=False)
         if shrinking is not None:
             return shrinking
         bounds = self._constant_bounds(history)
@@ -203,11 +203,13 @@ class LongestAtHighestUtilization(Objective):
             return space.lowest
         return length if length < space.highest else None
 
-    def _shrinking_pool_length(self, history: Sequence[Observation], level: int) -> Optional[int]:
+    def _shrinking_pool_length(self, history: Sequence[Observation], level: int,
+                               launched: bool = True) -> Optional[int]:
         """Where pools shrink with the length (pool_line.py): the secant over every level's pools, each
-        moved to this level, or None."""
+        moved to this level, or None. On a level not yet `launched`, no length held there: the crossing
+        itself, not a granule above the longest length that held elsewhere."""
         points = self._points_at(history, level)
-        return None if points is None else secant_of_points(self.strategy.space, points)
+        return None if points is None else secant_of_points(self.strategy.space, points, above_held=launched)
 
     def _pools_shrink(self, history: Sequence[Observation]) -> bool:
         return shrinks(self._points_at(history, self.grid.highest) or [], self.model.block_size(history))

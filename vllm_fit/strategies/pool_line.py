@@ -47,8 +47,10 @@ def secant_length(space: LengthSpace, history: Sequence[Observation]) -> Optiona
     return secant_of_points(space, pool_points(history))
 
 
-def secant_of_points(space: LengthSpace, points: Sequence[Point]) -> Optional[int]:
-    """secant_length over given points (pools of one memory level, or shifted to it)."""
+def secant_of_points(space: LengthSpace, points: Sequence[Point], above_held: bool = True) -> Optional[int]:
+    """secant_length over given points (pools of one memory level, or shifted to it). `above_held`: at
+    least one granule above the longest length that held (a length measured here); a level not yet
+    launched measured none of them, so the crossing itself is its candidate."""
     held = [p for p in points if p[1] >= p[0]]
     short = [p for p in points if p[1] < p[0] and p[1] > 0] or [p for p in points if p[1] < p[0]]
     if not held or not short:
@@ -58,7 +60,7 @@ def secant_of_points(space: LengthSpace, points: Sequence[Point]) -> Optional[in
         return None
     slope = (y2 - y1) / (x2 - x1)
     crossing = (y1 - slope * x1) / (1 - slope)  # y(x) = x; y(x1) >= x1 and y(x2) < x2, so x1 <= crossing < x2
-    candidate = max(space.floor(int(crossing)), space.floor(x1) + space.granularity)
+    candidate = max(space.floor(int(crossing)), space.floor(x1) + space.granularity if above_held else space.lowest)
     return candidate if candidate < x2 and candidate <= space.highest else None
 
 
