@@ -11,7 +11,7 @@ from vllm_fit.strategies import round_lengths
 from vllm_fit.strategies.base import AUTO, LengthSpace, Observation
 from vllm_fit.strategies.length import Predict
 from vllm_fit.strategies.objectives import LongestAtFixedMemory
-from vllm_fit.strategies.pool_line import pool_points, secant_length
+from vllm_fit.strategies.pool_line import pool_points, secant_length, secant_of_points
 from vllm_fit.strategies.round_lengths import prior_mass, round_probe, roundness
 from vllm_fit.trial.hangs import boundary_text, confirmed, derived_deadlines
 from vllm_fit.trial.record import TrialRecord
@@ -30,6 +30,17 @@ def test_two_pools_on_a_shrinking_line_give_the_crossing():
     assert pool_points(history) == [(19968, 2176), (2048, 20096)]
     assert secant_length(SPACE, history) == 11008
     assert Predict(SPACE).propose(history) == 11008
+
+
+def test_a_level_not_yet_launched_starts_at_the_crossing_itself():
+    """Indirect world 018 (V0 0.6.3, a request OOM beside another process, granularity 1024): the pools of six
+    levels moved to 0.82 hold 22892-22938 tokens, 22528 held and 24576 did not. On a level already launched at
+    22528 the next candidate is a granule above it (23552); on 0.82, not yet launched, it is the crossing's
+    22528, which its own pool proves longest (23552 cost a too-long launch first: 8 launches, now 7)."""
+    space = LengthSpace(1, 32768, 1024)
+    points = [(20480, 22892), (25600, 22899), (25600, 22907), (24576, 22922), (21504, 22936), (22528, 22938)]
+    assert secant_of_points(space, points) == 23552
+    assert secant_of_points(space, points, above_held=False) == 22528
 
 
 def test_a_pool_that_does_not_shrink_leaves_the_hint_in_charge():
