@@ -80,7 +80,8 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
     if fit is None and report.trials and report.trials[-1].outcome in NOT_MEMORY:
         return None  # the search stopped on a cause no length or memory setting changes
     model_max = search.max_len or model.derived_max_len
-    wanted = model_max if fit else (search.min_len or model_max)
+    shortest = -(-search.min_len // search.granularity) * search.granularity if search.min_len else None
+    wanted = model_max if fit else (shortest or model_max)  # no fit: the shortest candidate the search had
     if not wanted or (fit and fit.max_model_len >= wanted):
         return None
     seen = _measured(report)

@@ -70,6 +70,10 @@ class SearchSettings:
         return self._int("max_len")
 
     @property
+    def granularity(self) -> int:
+        return self._int("granularity") or 1
+
+    @property
     def model_derived_max_len(self) -> Optional[int]:
         return self._int("model_derived_max_len")
 
