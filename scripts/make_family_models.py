@@ -152,6 +152,10 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
                                            ffn_hidden_size=256, expert_ffn_hidden_size=64, n_routed_experts=4,
                                            zero_expert_num=2, moe_topk=2, max_position_embeddings=32768,
                                            rope_scaling=None)),
+    # Bamba: mamba2 layers, attention at attn_layer_indices (vLLM implemented it up to 0.23 only)
+    "bamba": ("Bamba", dict(num_hidden_layers=4, attn_layer_indices=[2], mamba_n_heads=8, mamba_d_head=32,
+                            mamba_d_state=16, mamba_n_groups=1, mamba_d_conv=4, mamba_expand=2,
+                            max_position_embeddings=32768)),
     # LFM2: short-convolution layers and one attention layer
     "lfm2": ("Lfm2", dict(num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"],
                           block_auto_adjust_ff_dim=False, block_ff_dim=256, max_position_embeddings=32768)),

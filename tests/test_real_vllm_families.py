@@ -357,6 +357,30 @@ def test_longcat_starts_at_its_paired_latents_and_its_missing_cpu_kernel_is_name
     assert report.get("diagnosis") is None  # no memory reckoning after a cause no memory setting changes
 
 
+def test_a_model_the_installed_vllm_does_not_run_is_an_environment_problem(vllm_python, families, tiny_model,
+                                                                           real_env, tmp_path):
+    """An architecture vLLM 0.32's registry does not know (the tiny Llama's config naming FooForCausalLM), on
+    the default (served) path, and Bamba, which vLLM dropped after 0.23 and whose mamba layers its
+    Transformers backend cannot run: each stops after one launch with exit 3, naming vLLM's reason and the
+    interpreter, without the registry's list of every architecture (before: a bad config and a crash, exit 1)."""
+    unknown = tmp_path / "foo"
+    shutil.copytree(tiny_model, unknown)
+    config = json.loads((unknown / "config.json").read_text())
+    (unknown / "config.json").write_text(json.dumps({**config, "architectures": ["FooForCausalLM"]}))
+    for model, env, words in ((unknown, {k: v for k, v in real_env.items() if k != "VLLM_ENABLE_V1_MULTIPROCESSING"},
+                               "['FooForCausalLM'] are not supported for now"),
+                              (families / "bamba", real_env, "Transformers backend cannot run layer 0")):
+        report_path = tmp_path / ("report-%s.json" % model.name)
+        done = subprocess.run([vllm_python, "-m", "vllm_fit", "search", "--model", str(model), "--no-cache",
+                               "--report", str(report_path), "--kv-cache-memory", str(KV_6MIB)], env=env,
+                              capture_output=True, text=True, timeout=900)
+        report = json.loads(report_path.read_text())
+        assert done.returncode == 3 and report["launches"] == 1, done.stderr[-3000:]
+        detail = report["trials"][0]["detail"]
+        assert report["trials"][0]["outcome"] == "environment" and words in detail and vllm_python in detail
+        assert "AfmoeForCausalLM" not in detail and report.get("diagnosis") is None
+
+
 def test_granite4h_explore_serves_with_prefix_caching_off(vllm_python, families, real_env, tmp_path):
     """--explore tries the argument the crash pointed at: 6 MiB = 192 one-layer pages, three mamba groups of
     one block each and the attention group's cdiv(L, 128): 24064 (vLLM served it and refused 24065 with

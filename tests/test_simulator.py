@@ -145,6 +145,8 @@ def test_nothing_fits_comes_with_the_missing_memory_in_numbers(name, tmp_path):
     answer = run_tool(case, tmp_path)
     assert answer.exit_code == 1 and answer.length is None
     diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
+    granularity = case.question["granularity"]  # the shortest candidate, not --min-len's 1 as given
+    assert diagnosis["wanted_len"] == -(-case.question["min_len"] // granularity) * granularity
     missing = 0.95 * (_least_device(case) - case.world["gpu"]["total_bytes"])
     assert abs(diagnosis["missing_bytes"] - missing) <= 0.05 * missing, (diagnosis["missing_bytes"], missing)
     assert diagnosis["tensor_parallel"][0]["tensor_parallel_size"] == 2

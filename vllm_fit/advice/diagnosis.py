@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional
 from ..outcome import OomStage, Outcome
 from ..prepare.modelinfo import ModelInfo
 from ..report.search_report import SearchReport
+from ..strategies.base import lowest_length
 from .engine_hints import crash_hint
 
 GIB = float(1 << 30)
@@ -80,7 +81,7 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
     if fit is None and report.trials and report.trials[-1].outcome in NOT_MEMORY:
         return None  # the search stopped on a cause no length or memory setting changes
     model_max = search.max_len or model.derived_max_len
-    shortest = -(-search.min_len // search.granularity) * search.granularity if search.min_len else None
+    shortest = lowest_length(search.min_len, search.granularity) if search.min_len else None
     wanted = model_max if fit else (shortest or model_max)  # no fit: the shortest candidate the search had
     if not wanted or (fit and fit.max_model_len >= wanted):
         return None

@@ -132,6 +132,11 @@ class Observation:
                                                          self.oom_stage is OomStage.LOAD)
 
 
+def lowest_length(min_len: int, granularity: int) -> int:
+    """The shortest candidate: the first multiple of the granularity at or above min_len."""
+    return -(-min_len // granularity) * granularity
+
+
 @dataclass(frozen=True)
 class LengthSpace:
     """The candidate lengths: multiples of `granularity` in [min_len, max_len]."""
@@ -142,7 +147,7 @@ class LengthSpace:
 
     @property
     def lowest(self) -> int:
-        return -(-self.min_len // self.granularity) * self.granularity
+        return lowest_length(self.min_len, self.granularity)
 
     @property
     def highest(self) -> int:
