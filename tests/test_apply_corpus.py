@@ -18,21 +18,22 @@ from deploy_oracle import container_argv, container_at, run_recorded, vllm_args,
 CORPUS = ROOT / "tests" / "data" / "deploy"
 
 
-def fit_file(folder: Path, model: str, length: int, util: float, name: str = "", vllm: str = "0.32.0") -> Path:
+def fit_file(folder: Path, model: str, length: int, util: float, name: str = "", vllm: str = "0.32.0",
+             settings: Sequence[str] = ()) -> Path:
     lines = ["# vllm-fit: 0.3.0", "# vllm: %s" % vllm]
     if name:
         lines.append("# name: %s" % name)
-    lines += ["model: %s" % model, "max-model-len: %d" % length, "gpu-memory-utilization: %s" % util]
+    lines += ["model: %s" % model, "max-model-len: %d" % length, "gpu-memory-utilization: %s" % util, *settings]
     path = folder / "fit.yaml"
     path.write_text("\n".join(lines) + "\n")
     return path
 
 
 def apply(tmp_path: Path, file: str, model: str, length: int, util: float, name: str = "",
-          extra: Sequence[str] = ()) -> Tuple[subprocess.CompletedProcess, str, str]:
+          extra: Sequence[str] = (), settings: Sequence[str] = ()) -> Tuple[subprocess.CompletedProcess, str, str]:
     shutil.copy(CORPUS / file, tmp_path / file)
     before = (tmp_path / file).read_text()
-    fit_file(tmp_path, model, length, util, name)
+    fit_file(tmp_path, model, length, util, name, settings=settings)
     done = subprocess.run([sys.executable, "-m", "vllm_fit", "apply", "fit.yaml", "--to", file, *extra],
                           cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
     return done, before, (tmp_path / file).read_text()
@@ -187,6 +188,36 @@ def test_a_lower_fit_for_another_vllm_applies_when_allowed(tmp_path):
     assert done.returncode == 0, done.stderr
     assert changed(before, after) == (["      --gpu-memory-utilization 0.92", "      --max-model-len 16384"],
                                       ["      --gpu-memory-utilization 0.9", "      --max-model-len 8192"])
+
+
+OTHER_SETUP: List[Tuple[str, str, List[str], str, List[str]]] = [
+    # file, model, a fit found with other settings, what the refusal names, the settings the server runs
+    ("gke-lws-deepseek-r1.yaml", "deepseek-ai/DeepSeek-R1", ["tensor-parallel-size: 8"],
+     "--pipeline-parallel-size 2 here, 1 (not set) in the fit",
+     ["tensor-parallel-size: 8", "pipeline-parallel-size: 2"]),
+    ("pstack-chart-values-head.yaml", "mistralai/Mistral-7B-Instruct-v0.2", ["tensor-parallel-size: 1"],
+     "--tensor-parallel-size 2 here, 1 in the fit", ["tensor-parallel-size: 2", "max-num-seqs: 32",
+                                                     "enable-lora: true", "max-loras: 4"]),
+    ("pstack-values-25-v100-single-gpu.yaml", "Qwen/Qwen2.5-0.5B-Instruct", ["tensor-parallel-size: 1"],
+     "--enforce-eager on here, off (not set) in the fit", ["tensor-parallel-size: 1", "enforce-eager: true",
+                                                          "dtype: float16"]),
+    ("compose-tp-folded.yaml", "meta-llama/Llama-3.3-70B-Instruct", ["tensor-parallel-size: 2",
+                                                                     "kv-cache-dtype: fp8"],
+     "--kv-cache-dtype auto (not set) here, fp8 in the fit", ["tensor-parallel-size: 2", "enforce-eager: true"]),
+]
+
+
+@pytest.mark.parametrize("file, model, other, words, same", OTHER_SETUP, ids=[s[0] for s in OTHER_SETUP])
+def test_a_fit_found_with_other_settings_than_the_server_runs_is_refused(tmp_path, file, model, other, words, same):
+    """Every fit vllm-fit writes records its search's tensor-parallel-size and engine arguments: where a server
+    runs with other values of those that change what the GPU holds, its fit is not that server's."""
+    done, before, after = apply(tmp_path, file, model, 20000, 0.95, settings=other)
+    assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert after == before
+    done, before, after = apply(tmp_path, file, model, 20000, 0.95, settings=same)
+    assert done.returncode == 0, done.stderr
+    assert any("20000" in line for line in changed(before, after)[1])
+    assert apply(tmp_path, file, model, 20000, 0.95, settings=other, extra=["--allow-mismatch"])[0].returncode == 0
 
 
 def test_every_corpus_file_is_listed_with_its_origin():

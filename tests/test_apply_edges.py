@@ -384,3 +384,40 @@ def test_the_kv_size_goes_into_extra_args_which_is_created_if_absent(tmp_path, v
     done = apply(tmp_path, "fit.yaml", "--to", "v.yaml")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "v.yaml").read_text() == head + expected
+
+
+def _setup_differences(args: List[str], fit_setup: Dict[str, Any], skip: tuple = ()) -> List[str]:
+    from vllm_fit.deploy.deployment import read_deployment
+    from vllm_fit.deploy.setup_match import differences
+
+    text = "kind: Pod\nspec:\n  containers:\n  - name: v\n    image: vllm/vllm-openai:v0.32.0\n" \
+           "    env: [{name: TP, valueFrom: {fieldRef: {fieldPath: x}}}]\n    args: %s\n" % json.dumps(["m", *args])
+    server = read_deployment(text, "pod.yaml", Path("pod.yaml")).servers[0]
+    return differences(server, fit_setup, skip)
+
+
+@pytest.mark.parametrize("args, fit_setup, found", [
+    (["--dtype", "half"], {"tensor_parallel_size": 1, "dtype": "bfloat16"}, []),  # 16 bits either way
+    (["--dtype=float32"], {"tensor_parallel_size": 1}, ["--dtype float32 here, auto (not set) in the fit"]),
+    (["--kv-cache-dtype", "fp8_e5m2"], {"tensor_parallel_size": 1, "kv_cache_dtype": "fp8"}, []),
+    (["--kv-cache-dtype", "auto", "--dtype", "float32"], {"tensor_parallel_size": 1, "dtype": "float32"}, []),
+    (["--no-enforce-eager"], {"tensor_parallel_size": 1, "enforce_eager": False}, []),
+    (["--enforce-eager"], {"tensor_parallel_size": 1, "enforce_eager": True}, []),
+    (["-tp", "2"], {"tensor_parallel_size": 2}, []),
+    (["--tensor_parallel_size=$(TP)"], {"tensor_parallel_size": 4}, []),  # not in the file: not compared here
+    (["--max-num-seqs", "64"], {"tensor_parallel_size": 1}, []),  # its default depends on the version and GPU
+    (["--max-num-seqs", "64"], {"tensor_parallel_size": 1, "max_num_seqs": 8},
+     ["--max-num-seqs 64 here, 8 in the fit"]),
+    (["--max-num-batched-tokens", "8k"], {"tensor_parallel_size": 1, "max_num_batched_tokens": 8000}, []),
+    (["--speculative-config", '{"num_speculative_tokens": 3, "method": "ngram"}'],
+     {"tensor_parallel_size": 1, "speculative_config": '{"method": "ngram", "num_speculative_tokens": 3}'}, []),
+    (["--quantization", "awq"], {"tensor_parallel_size": 1},
+     ["--quantization awq here, none (not set) in the fit"]),
+])
+def test_the_settings_a_fit_was_found_with_are_compared_as_vllm_reads_them(args, fit_setup, found):
+    assert _setup_differences(args, fit_setup) == found
+
+
+def test_max_num_seqs_is_not_compared_where_the_fit_sets_it():
+    assert _setup_differences(["--max-num-seqs", "64"], {"tensor_parallel_size": 1, "max_num_seqs": 8},
+                              skip=("max_num_seqs",)) == []

@@ -25,6 +25,7 @@ from .fits import Fit, Source
 from .matching import match
 from .prove import prove
 from .servers import Server
+from .setup_match import differences
 
 
 class Mismatch(BadInput):
@@ -70,6 +71,18 @@ def mismatch(server: Server, fit: Fit) -> Optional[str]:
     return None
 
 
+def _refuse_other_setup(deployment: Deployment, server: Server, fit: Fit) -> None:
+    """Mismatch where the server runs with settings that change what the GPU holds and the fit was found
+    with others (a fit that records its search's settings only)."""
+    if fit.setup is None:
+        return
+    found = differences(server, dict(fit.setup), skip=("max_num_seqs",) if fit.max_num_seqs is not None else ())
+    if found:
+        raise Mismatch("%s, %s: the fit was not found with the settings this server runs with: %s; search with"
+                       " them (--tensor-parallel-size, --engine-arg KEY=VALUE), or pass --allow-mismatch"
+                       % (deployment.path, server.where, "; ".join(found)))
+
+
 def _lowered(change: Change) -> bool:
     old, new = read_number(change.option, change.old), read_number(change.option, change.new)
     return old is not None and new is not None and new < old
@@ -89,6 +102,8 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
         before = len(planner.changes)
         planner.plan(server, fit)
         lowered = [c for c in planner.changes[before:] if _lowered(c)]
+        if planner.changes[before:] and not allow_mismatch:
+            _refuse_other_setup(deployment, server, fit)
         why = mismatch(server, fit)
         if why and lowered and not allow_mismatch:
             raise Mismatch("%s, %s: would lower %s, but %s; refit there, or pass --allow-mismatch" % (

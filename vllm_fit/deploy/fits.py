@@ -9,6 +9,7 @@ numbers, model and names plain printable strings. Only numbers this module forma
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ..fleet.index import load_index
 from ..prepare.checks import LONG_LEN_ENV
 from ..prepare.modelinfo import read_model_info
 from ..report.search_report import SearchReport
+from .setup_match import SETUP_KEYS
 
 KNOB_KEYS = ("gpu_memory_utilization", "kv_cache_memory_bytes")
 SETTING_ORDER = ("max_model_len", "gpu_memory_utilization", "kv_cache_memory_bytes", "max_num_seqs")
@@ -51,6 +53,9 @@ class Fit:
     served_model_name: Optional[str] = None
     vllm_version: Optional[str] = None
     gpu: Optional[str] = None
+    setup: Optional[Tuple[Tuple[str, Any], ...]] = None
+    """The search's settings that change what a GPU holds (setup_match.py); None where the fit does not
+    record them (every fit vllm-fit writes does: its tensor-parallel-size and --engine-arg options)."""
 
     def settings(self) -> Dict[str, str]:
         """The vLLM options the fit decides, in the order they are added, as text this tool formatted."""
@@ -121,7 +126,15 @@ def checked_fit(source: str, args: Mapping[str, Any], name: Optional[str], vllm:
                _whole(source, "max-num-seqs", seqs, 1, MAX_SEQS) if seqs is not None else None,
                _text(source, "name", name, False), _text(source, "served-model-name", served, False),
                vllm if isinstance(vllm, str) and VERSION.fullmatch(vllm) else None,
-               gpu if isinstance(gpu, str) and _printable(gpu) else None)
+               gpu if isinstance(gpu, str) and _printable(gpu) else None, _setup(args))
+
+
+def _setup(args: Mapping[str, Any]) -> Optional[Tuple[Tuple[str, Any], ...]]:
+    """The fit's settings compared with a server's (JSON text for mappings, so that the Fit stays hashable)."""
+    if "tensor_parallel_size" not in args:
+        return None
+    return tuple((key, json.dumps(args[key], sort_keys=True) if isinstance(args[key], (dict, list)) else args[key])
+                 for key in SETUP_KEYS if args.get(key) is not None)
 
 
 def _printable(text: str) -> bool:
