@@ -411,8 +411,8 @@ def _setup_differences(args: List[str], fit_setup: Dict[str, Any], skip: tuple =
     (["--max-num-batched-tokens", "8k"], {"tensor_parallel_size": 1, "max_num_batched_tokens": 8000}, []),
     (["--speculative-config", '{"num_speculative_tokens": 3, "method": "ngram"}'],
      {"tensor_parallel_size": 1, "speculative_config": '{"method": "ngram", "num_speculative_tokens": 3}'}, []),
-    (["--quantization", "awq"], {"tensor_parallel_size": 1},
-     ["--quantization awq here, none (not set) in the fit"]),
+    (["--quantization", "awq"], {"tensor_parallel_size": 1}, []),  # the checkpoint's own method either way
+    (["-q", "awq"], {"tensor_parallel_size": 1, "quantization": "fp8"}, ["--quantization awq here, fp8 in the fit"]),
 ])
 def test_the_settings_a_fit_was_found_with_are_compared_as_vllm_reads_them(args, fit_setup, found):
     assert _setup_differences(args, fit_setup) == found

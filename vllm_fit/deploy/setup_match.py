@@ -4,8 +4,8 @@ The length a GPU holds depends on more than the memory knob: tensor and pipeline
 weights' and the KV cache's dtypes, quantization, CUDA graphs, the batch sizes vLLM profiles with,
 speculative decoding, LoRA. A fit measured with other values of these is not the fit for the server
 (vLLM may refuse the length, or the file loses context it could have), so `apply` refuses it unless
---allow-mismatch. Options whose default changes with the version or the hardware are compared only
-where both sides give them.
+--allow-mismatch. Options whose default changes with the version, the hardware or the checkpoint are
+compared only where both sides give them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class Kind(Enum):
 
 
 VARIES = object()
-"""The default depends on the vLLM version, the hardware or the entrypoint: compared only when both give it."""
+"""The default depends on the vLLM version, the hardware, the entrypoint or the checkpoint: compared only when
+both sides give it."""
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,7 @@ SETTINGS = (
     Setting("pipeline_parallel_size", Kind.COUNT, 1),
     Setting("dtype", Kind.WIDTH, "auto"),
     Setting("kv_cache_dtype", Kind.WIDTH, "auto"),
-    Setting("quantization", Kind.TEXT, "none"),
+    Setting("quantization", Kind.TEXT, VARIES),  # not given: the checkpoint's own (an AWQ model is AWQ either way)
     Setting("cpu_offload_gb", Kind.NUMBER, 0),
     Setting("enforce_eager", Kind.FLAG, False),
     Setting("enable_lora", Kind.FLAG, False),
