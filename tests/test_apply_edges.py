@@ -393,7 +393,7 @@ def _setup_differences(args: List[str], fit_setup: Dict[str, Any], skip: tuple =
     text = "kind: Pod\nspec:\n  containers:\n  - name: v\n    image: vllm/vllm-openai:v0.32.0\n" \
            "    env: [{name: TP, valueFrom: {fieldRef: {fieldPath: x}}}]\n    args: %s\n" % json.dumps(["m", *args])
     server = read_deployment(text, "pod.yaml", Path("pod.yaml")).servers[0]
-    return differences(server, fit_setup, skip)
+    return [d.text for d in differences(server, fit_setup, skip)]
 
 
 @pytest.mark.parametrize("args, fit_setup, found", [
@@ -421,3 +421,24 @@ def test_the_settings_a_fit_was_found_with_are_compared_as_vllm_reads_them(args,
 def test_max_num_seqs_is_not_compared_where_the_fit_sets_it():
     assert _setup_differences(["--max-num-seqs", "64"], {"tensor_parallel_size": 1, "max_num_seqs": 8},
                               skip=("max_num_seqs",)) == []
+
+
+@pytest.mark.parametrize("args, fit_setup, holds_more", [
+    (["-tp", "4"], {"tensor_parallel_size": 2}, True),
+    (["-tp", "2"], {"tensor_parallel_size": 4}, False),
+    (["-tp", "4"], {"tensor_parallel_size": 2, "pipeline_parallel_size": 2}, False),  # 4 GPUs both, split otherwise
+    (["--kv-cache-dtype", "fp8"], {"tensor_parallel_size": 1}, True),
+    (["--dtype", "float32"], {"tensor_parallel_size": 1}, False),
+    (["--enforce-eager"], {"tensor_parallel_size": 1}, True),
+    ([], {"tensor_parallel_size": 1, "enforce_eager": True}, False),  # CUDA graphs to capture here
+    (["--max-num-batched-tokens", "16384"], {"tensor_parallel_size": 1, "max_num_batched_tokens": 8192}, False),
+    (["--num-gpu-blocks-override", "100"], {"tensor_parallel_size": 1}, False),
+])
+def test_which_side_of_a_difference_leaves_more_room(args, fit_setup, holds_more):
+    from vllm_fit.deploy.deployment import read_deployment
+    from vllm_fit.deploy.setup_match import differences
+
+    text = "kind: Pod\nspec:\n  containers:\n  - name: v\n    image: vllm/vllm-openai:v0.32.0\n    args: %s\n" \
+        % json.dumps(["m", *args])
+    found = differences(read_deployment(text, "pod.yaml", Path("pod.yaml")).servers[0], fit_setup)
+    assert len(found) >= 1 and {d.holds_more for d in found} == {holds_more}, found

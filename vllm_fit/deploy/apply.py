@@ -5,7 +5,8 @@ its fit (matching.py), the edits planned (edits.py) and the edited text read bac
 (prove.py): the value each matched server's vLLM will get is the fit's, nothing else changed. Only
 then are the files written, all or nothing, keeping each file's permission bits, byte-order mark and
 line ends. A value is never lowered without saying why where the file declares another vLLM version or
-GPU than the fit was found on.
+GPU than the fit was found on, or runs with settings that leave more room than the search's; a fit found with
+settings that leave more room than the server's is refused (setup_match.py).
 """
 
 from __future__ import annotations
@@ -71,16 +72,14 @@ def mismatch(server: Server, fit: Fit) -> Optional[str]:
     return None
 
 
-def _refuse_other_setup(deployment: Deployment, server: Server, fit: Fit) -> None:
-    """Mismatch where the server runs with settings that change what the GPU holds and the fit was found
-    with others (a fit that records its search's settings only)."""
+def other_setup(server: Server, fit: Fit) -> Tuple[List[str], List[str]]:
+    """The settings that change what the GPU holds which the server runs with other values of than the fit
+    was found with: those where the fit may not hold, and those where it holds but the server could take more
+    (only a fit that records its search's settings is compared)."""
     if fit.setup is None:
-        return
+        return [], []
     found = differences(server, dict(fit.setup), skip=("max_num_seqs",) if fit.max_num_seqs is not None else ())
-    if found:
-        raise Mismatch("%s, %s: the fit was not found with the settings this server runs with: %s; search with"
-                       " them (--tensor-parallel-size, --engine-arg KEY=VALUE), or pass --allow-mismatch"
-                       % (deployment.path, server.where, "; ".join(found)))
+    return [d.text for d in found if not d.holds_more], [d.text for d in found if d.holds_more]
 
 
 def _lowered(change: Change) -> bool:
@@ -102,9 +101,13 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
         before = len(planner.changes)
         planner.plan(server, fit)
         lowered = [c for c in planner.changes[before:] if _lowered(c)]
-        if planner.changes[before:] and not allow_mismatch:
-            _refuse_other_setup(deployment, server, fit)
-        why = mismatch(server, fit)
+        unsafe, roomier = other_setup(server, fit)
+        if unsafe and planner.changes[before:] and not allow_mismatch:
+            raise Mismatch("%s, %s: the fit may not hold for this server, found with other settings than it runs with:"
+                           " %s; search with them (--tensor-parallel-size, --engine-arg KEY=VALUE), or pass"
+                           " --allow-mismatch" % (deployment.path, server.where, "; ".join(unsafe)))
+        why = "; ".join(filter(None, [mismatch(server, fit), "the server runs with settings that hold more than the"
+                                      " fit's: %s" % "; ".join(roomier) if roomier else None]))
         if why and lowered and not allow_mismatch:
             raise Mismatch("%s, %s: would lower %s, but %s; refit there, or pass --allow-mismatch" % (
                 deployment.path, server.where, ", ".join("%s %s -> %s" % (c.option, c.old, c.new) for c in lowered),
