@@ -85,6 +85,14 @@ CASES: List[Tuple[str, str, str, Tuple[str, ...]]] = [
      ("--kv-cache-memory", "6MiB")),
     ("LongCat-Flash, least KV for 1000", "longcat_flash", "llm", ("--target-len", "1000", "--search",
                                                                   "kv-cache-memory", "--kv-granularity", "72KiB")),
+    ("Falcon (multi-query), 2.5 MiB", "falcon", "llm", ("--kv-cache-memory", "2560KiB")),
+    ("Falcon (multi-query), 2.5 MiB", "falcon", "serve", ("--kv-cache-memory", "2560KiB")),
+    ("Falcon (multi-query), least KV for 4000", "falcon", "llm", ("--target-len", "4000", "--search",
+                                                                   "kv-cache-memory", "--kv-granularity", "32KiB")),
+    ("StarCoder (multi-query, GPT-2's names), 2.5 MiB", "gpt_bigcode", "llm", ("--kv-cache-memory", "2560KiB")),
+    ("StarCoder (multi-query, GPT-2's names), 2.5 MiB", "gpt_bigcode", "serve", ("--kv-cache-memory", "2560KiB")),
+    ("StarCoder (multi-query, GPT-2's names), least KV for 4000", "gpt_bigcode", "llm",
+     ("--target-len", "4000", "--search", "kv-cache-memory", "--kv-granularity", "32KiB")),
 ]
 
 

@@ -159,8 +159,16 @@ FAMILIES: Dict[str, Tuple[str, Dict[str, Any]]] = {
     # LFM2: short-convolution layers and one attention layer
     "lfm2": ("Lfm2", dict(num_hidden_layers=4, layer_types=["conv", "conv", "full_attention", "conv"],
                           block_auto_adjust_ff_dim=False, block_ff_dim=256, max_position_embeddings=32768)),
+    # Falcon-7B: multi-query attention (one KV head whatever num_kv_heads says), parallel attention and MLP
+    "falcon": ("Falcon", dict(num_hidden_layers=2, multi_query=True, new_decoder_architecture=False,
+                              parallel_attn=True, bias=False, alibi=False, max_position_embeddings=32768)),
+    # StarCoder (GPTBigCode): multi-query attention, GPT-2's names (n_embd, n_head, n_layer, n_positions)
+    "gpt_bigcode": ("GPTBigCode", dict(n_layer=2, multi_query=True, n_positions=32768)),
 }
 
+
+SHAPE_NOT_TAKEN: Dict[str, Tuple[str, ...]] = {"falcon": ("head_dim", "num_key_value_heads", "intermediate_size")}
+"""The shared shape's keys a family's config class refuses (Falcon derives head_dim; its MLP is 4 x hidden)."""
 
 HUB_STYLE: Dict[str, Dict[str, Any]] = {
     # what the hub's config.json files say where transformers 5 writes its own normal form
@@ -180,6 +188,11 @@ HUB_STYLE: Dict[str, Dict[str, Any]] = {
     "minicpm3": {"head_dim": None, "qk_head_dim": None},  # openbmb/MiniCPM3-4B names neither
     # meituan-longcat/LongCat-Flash-Chat: vLLM's longcat_flash.py reads these three, transformers writes none
     "longcat_flash": {"mla_scale_q_lora": True, "mla_scale_kv_lora": True, "zero_expert_type": "identity"},
+    # tiiuae/falcon-7b: num_attention_heads 71, multi_query true, no KV head count
+    "falcon": {"num_kv_heads": None},
+    # bigcode/starcoder: n_embd, n_head, n_layer, multi_query true, no KV head count
+    "gpt_bigcode": {"num_key_value_heads": None, "head_dim": None, "intermediate_size": None, "hidden_size": None,
+                    "num_attention_heads": None, "num_hidden_layers": None},
     "phi3": {"rope_parameters": None, "rope_scaling": {"type": "longrope", "short_factor": _LONGROPE,
                                                        "long_factor": _LONGROPE}},
 }
@@ -196,7 +209,8 @@ def make_family_model(family: str, out_dir: Path, tokenizer_dir: Path) -> Path:
     prefix, keys = FAMILIES[family]
     config_class = getattr(transformers, prefix + "Config")
     model_class = getattr(transformers, prefix.replace("Text", "") + "ForCausalLM")
-    config = config_class(**{**_SHAPE, **keys})
+    config = config_class(**{key: value for key, value in {**_SHAPE, **keys}.items()
+                             if key not in SHAPE_NOT_TAKEN.get(family, ())})
     config.dtype = torch.bfloat16
     torch.manual_seed(0)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -856,3 +856,64 @@ def test_under_whole_prompt_admission_a_too_long_estimate_is_read_as_the_least_a
     assert max_len_hint(Outcome.KV_TOO_SMALL, facts, V019_CPU, 128, plain_attention=False, layouts=layouts) == 2817
     assert max_len_hint(Outcome.KV_TOO_SMALL, facts, gated, 128, plain_attention=False, layouts=layouts) == 2561
     assert hybrid_layout([512] * 5 + [None]).admitted_within(2944, 128, 2048) == 2689
+
+
+FALCON_7B = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 4544,
+             "num_attention_heads": 71, "num_hidden_layers": 32, "multi_query": True, "new_decoder_architecture": False,
+             "parallel_attn": True, "alibi": False, "bias": False, "vocab_size": 65024, "torch_dtype": "bfloat16"}
+FALCON_40B = {"architectures": ["FalconForCausalLM"], "model_type": "falcon", "hidden_size": 8192,
+              "num_attention_heads": 128, "num_hidden_layers": 60, "num_kv_heads": 8, "new_decoder_architecture": True,
+              "parallel_attn": True, "alibi": False, "bias": False, "vocab_size": 65024, "torch_dtype": "bfloat16"}
+STARCODER = {"architectures": ["GPTBigCodeForCausalLM"], "model_type": "gpt_bigcode", "n_embd": 6144, "n_head": 48,
+             "n_layer": 40, "n_positions": 8192, "multi_query": True, "vocab_size": 49152, "torch_dtype": "float32"}
+GLM4_CHATGLM = {"architectures": ["ChatGLMModel"], "model_type": "chatglm", "num_layers": 40, "hidden_size": 4096,
+                "num_attention_heads": 32, "kv_channels": 128, "multi_query_attention": True,
+                "multi_query_group_num": 2, "seq_length": 131072, "padded_vocab_size": 151552,
+                "torch_dtype": "bfloat16"}
+MPT_7B = {"architectures": ["MPTForCausalLM"], "model_type": "mpt", "d_model": 4096, "n_heads": 32, "n_layers": 32,
+          "max_seq_len": 2048, "attn_config": {"attn_type": "multihead_attention", "alibi": True}, "vocab_size": 50432}
+DBRX = {"architectures": ["DbrxForCausalLM"], "model_type": "dbrx", "d_model": 6144, "n_heads": 48, "n_layers": 40,
+        "max_seq_len": 32768, "attn_config": {"kv_n_heads": 8, "rope_theta": 500000}, "vocab_size": 100352,
+        "torch_dtype": "bfloat16"}
+"""The published configs' attention keys (tiiuae/falcon-7b, tiiuae/falcon-40b, bigcode/starcoder, THUDM/glm-4-9b-chat,
+mosaicml/mpt-7b, databricks/dbrx-instruct), the rest left out."""
+
+
+@pytest.mark.parametrize("config, per_token", [
+    (FALCON_7B, 32 * 1 * 64 * 2 * 2),     # multi-query: one KV head, whatever num_kv_heads says
+    ({**FALCON_7B, "num_kv_heads": 71}, 32 * 1 * 64 * 2 * 2),  # as transformers 5 saves it
+    (FALCON_40B, 60 * 8 * 64 * 2 * 2),    # the new decoder architecture: num_kv_heads
+    (STARCODER, 40 * 1 * 128 * 2 * 2),    # GPT-2's names (n_embd, n_head, n_layer); multi-query
+    (GLM4_CHATGLM, 40 * 2 * 128 * 2 * 2),  # num_layers and multi_query_group_num
+    (MPT_7B, 32 * 32 * 128 * 2 * 2),      # d_model, n_heads, n_layers; no kv_n_heads: one per head
+    (DBRX, 40 * 8 * 128 * 2 * 2),         # attn_config.kv_n_heads
+])
+def test_kv_heads_are_counted_as_vllm_counts_them(config, per_token):
+    """vLLM's get_total_num_kv_heads and transformers' attribute names: the tool counted every attention head
+    of a multi-query Falcon (71x the KV a token takes) and could not read StarCoder's at all. (Every config's
+    dtype is set to bfloat16 here: how vLLM serves a float32 checkpoint is another question.)"""
+    from vllm_fit.prepare.attention import kv_bytes_per_token as per_token_of
+
+    config = {**config, "torch_dtype": "bfloat16"}
+    assert per_token_of(config) == per_token
+
+
+def test_a_kv_head_count_out_of_range_is_refused(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({**FALCON_40B, "num_kv_heads": 10 ** 12}))
+    with pytest.raises(BadInput, match="num_kv_heads must be a whole number"):
+        read_model_info(str(tmp_path))
+    (tmp_path / "config.json").write_text(json.dumps({**STARCODER, "n_head": "48"}))  # an alias that is no count
+    assert read_model_info(str(tmp_path)).kv_bytes_per_token is None  # left to vLLM's auto-fit, as before
+
+
+def test_a_page_config_json_got_wrong_is_not_a_lower_bound_for_the_least_kv():
+    """Where a start's pool holds four times the blocks config.json's page allows (a multi-query Falcon read as
+    one KV head per attention head), the page is vLLM's own and the least KV size is proven by a failure below,
+    not read off config.json (which claimed 4224 KiB the least for 4000 tokens, where 1056 KiB serves)."""
+    regime = Regime.of("0.32.0")
+    model = KvModel(bytes_per_token=1024, total_bytes=None, regime=regime, guess_block_size=128)
+    fit = Observation(4000, 4000, Outcome.OK, memory=4325376.0, blocks=132, block_size=128, kv_bytes=4325376.0)
+    assert not model.config_page_holds([fit]) and model.page_bytes([fit]) == 32768
+    assert not model.need_exact(4000, [fit])
+    right = KvModel(bytes_per_token=256, total_bytes=None, regime=regime, guess_block_size=128)
+    assert right.config_page_holds([fit]) and right.need_exact(4000, [fit])

@@ -83,6 +83,8 @@ def trials(report):
     ("deepseek_v2", 1120),  # MLA: one 576-wide latent a token and layer, 16-token blocks: 71 of 36 KiB
     ("minicpm3", 1152),     # MLA's projections, full K/V cached: 4 heads x 64 x 2 layers, 9 of 256 KiB blocks
     ("glm4_moe_lite", 1120),  # GLM-4.7-Flash: DeepSeek-V2's latent with sigmoid-routed experts
+    ("falcon", 10112),  # multi-query: one KV head of 32 (not one per attention head): 80 blocks of 32 KiB
+    ("gpt_bigcode", 10112),  # StarCoder: multi-query, and GPT-2's names for the shape (n_embd, n_head, n_layer)
 ])
 def test_each_family_is_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family, expected):
     report = search(vllm_python, families / family, real_env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
@@ -112,6 +114,8 @@ def test_phi3_over_a_long_max_len(vllm_python, families, real_env, tmp_path):
     ("llama4", 8000, 32, 172),      # 3 chunked groups of cdiv(512 + 4096, 128) + 63 full + the null block
     ("deepseek_v2", 1000, 36, 64),  # MLA: cdiv(1000, 16) + the null block, 36 KiB a block
     ("minicpm3", 1000, 256, 9),     # full K/V at the qk width: cdiv(1000, 128) + the null block (2 before)
+    ("falcon", 4000, 32, 33),       # one KV head: cdiv(4000, 128) + the null block (132 claimed least before)
+    ("gpt_bigcode", 4000, 32, 33),  # (refused before: the shape under GPT-2's names was not read)
     ("granite4h", 20000, 32, 161),  # three mamba groups of one block + cdiv(20000, 128) + the null block
     ("falcon_h1", 20000, 128, 159),  # one attention group of 4 layers, one mamba group: 157 + 1 + 1 of 128 KiB
     ("zamba2", 20000, 128, 162),     # four mamba groups of one layer, one attention: 157 + 4 + 1 of 128 KiB
@@ -186,11 +190,13 @@ def test_llama4_chunked_layers_hold_one_chunk_and_the_tokens_in_flight(vllm_pyth
     assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
 
 
-@pytest.mark.parametrize("family, expected", [("deepseek_v2", 1120), ("minicpm3", 1152)])
-def test_mla_models_served_are_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family, expected):
-    """MLA on `vllm serve`: DeepSeek-V2's latent, MiniCPM3's full keys and values at the query-key width (2
+@pytest.mark.parametrize("family, expected", [("deepseek_v2", 1120), ("minicpm3", 1152), ("gpt_bigcode", 10112)])
+def test_mla_and_multi_query_models_served_are_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family,
+                                                                   expected):
+    """On `vllm serve`: DeepSeek-V2's latent, MiniCPM3's full keys and values at the query-key width (2
     launches before: the longest candidate, then vLLM's estimate; MiniCPM3 checked outside the tool
-    2026-12-06, 1152 served and 1153 refused on both paths)."""
+    2026-12-06, 1152 served and 1153 refused on both paths); StarCoder's one KV head (auto-fit and the
+    length above it before; 10112 served and 10113 refused outside the tool, 2026-12-06, as for Falcon)."""
     env = {key: value for key, value in real_env.items() if key != "VLLM_ENABLE_V1_MULTIPROCESSING"}
     report = search(vllm_python, families / family, env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS,
                     "--granularity", 1, via="serve")

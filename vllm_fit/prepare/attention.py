@@ -98,13 +98,30 @@ def full_kv_latent(config: Dict[str, Any]) -> bool:
         config.get("qk_nope_head_dim")) and positive_int(config.get("qk_rope_head_dim"))
 
 
+FALCON_MODEL_TYPES = ("falcon", "RefinedWeb", "RefinedWebModel")
+KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num")
+"""Where vLLM's get_total_num_kv_heads looks, in its order (Falcon, Falcon-40B/180B, Llama 2, ChatGLM)."""
+
+
 def cached_kv_heads(config: Dict[str, Any]) -> Any:
-    """The KV heads vLLM caches per layer, as config.json gives them (not checked): num_key_value_heads, or
-    one per attention head where the model's attention ignores it (Zamba2, MiniCPM3) or it is absent."""
+    """The KV heads vLLM caches per layer, as config.json gives them (not checked), by vLLM's
+    get_total_num_kv_heads: one for multi-query attention (GPTBigCode, Falcon-7B; not Falcon's new decoder
+    architecture), MPT's and DBRX's attn_config.kv_n_heads, then n_head_kv, num_kv_heads,
+    num_key_value_heads, multi_query_group_num; else one per attention head, as also where the model's
+    attention ignores them (Zamba2, MiniCPM3)."""
     config = text_config(config)
-    if str(config.get("model_type", "")) == "zamba2" or full_kv_latent(config):
+    model_type = str(config.get("model_type", ""))
+    if model_type == "zamba2" or full_kv_latent(config):
         return config.get("num_attention_heads")
-    return config.get("num_key_value_heads", config.get("num_attention_heads"))
+    if config.get("multi_query") is True and not (model_type in FALCON_MODEL_TYPES
+                                                  and config.get("new_decoder_architecture")):
+        return 1
+    if model_type in ("mpt", "dbrx"):
+        attention = config.get("attn_config")
+        found = attention.get("kv_n_heads") if isinstance(attention, dict) else None
+        return found if found is not None else config.get("num_attention_heads")
+    return next((config[key] for key in KV_HEAD_KEYS if config.get(key) is not None),
+                config.get("num_attention_heads"))
 
 
 def _all_full(types: Any) -> bool:

@@ -19,7 +19,7 @@ _BOUNDS = {"kv_lora_rank": 1 << 20, "qk_rope_head_dim": 1 << 20, "qk_nope_head_d
            "linear_conv_kernel_dim": 1 << 10, "mamba_d_ssm": 1 << 24, "attn_layer_period": 100000,
            "global_head_dim": 1 << 20, "num_global_key_value_heads": 100000, "n_mamba_heads": 1 << 20,
            "mamba_headdim": 1 << 20, "attention_head_dim": 1 << 20, "mamba_ngroups": 1 << 20, "conv_L_cache": 1 << 10,
-           "conv_dim": 1 << 24}
+           "conv_dim": 1 << 24, "n_head_kv": 100000, "num_kv_heads": 100000, "multi_query_group_num": 100000}
 """The numbers the accounting reads, with the largest value any real model comes near."""
 ZERO_MEANS_NONE = frozenset({"max_window_layers", "sliding_window", "attention_chunk_size", "no_rope_layer_interval",
                              "qk_rope_head_dim"})

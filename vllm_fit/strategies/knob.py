@@ -116,14 +116,27 @@ class KvModel:
     def page_bytes(self, history: Sequence[Observation]) -> Optional[float]:
         """Bytes of one KV block on one device (for a model that is not plain attention, a block holds a
         page of each layer of one group: measured first)."""
-        if self.bytes_per_token and self.plain:
-            return float(self.bytes_per_token * self.block_size(history))
+        if self.config_page_holds(history):
+            return float(self.bytes_per_token * self.block_size(history))  # type: ignore[operator]
         measured = self._measured_page(history)
         if measured:
             return measured
         if self.bytes_per_token:
             return float(self.bytes_per_token * self.block_size(history))
         return self._layout_page(history)
+
+    def config_page_holds(self, history: Sequence[Observation]) -> bool:
+        """Plain attention whose page of config.json's size reproduces the block count of the last start
+        that sized its pool (within 10%, or 3 blocks: its KV bytes may be a rounded GiB figure), or no start
+        did yet. Where it does not, vLLM caches the model otherwise than config.json was read, and the page is
+        vLLM's own (KV bytes over blocks), too rough to bound a least KV size from below."""
+        if not self.bytes_per_token or not self.plain:
+            return False
+        obs = next((obs for obs in reversed(history) if obs.started and obs.blocks and obs.kv_bytes), None)
+        if obs is None:
+            return True
+        held = obs.kv_bytes / (self.bytes_per_token * self.block_size(history))  # type: ignore[operator]
+        return abs(held - obs.blocks) <= max(3.0, 0.1 * obs.blocks)  # type: ignore[operator]
 
     @staticmethod
     def _measured_page(history: Sequence[Observation]) -> Optional[float]:
@@ -155,8 +168,10 @@ class KvModel:
                      if obs.length == length and obs.request_blocks), None)
 
     def need_exact(self, length: int, history: Sequence[Observation]) -> bool:
-        """Whether need_bytes is exact: plain attention, or vLLM's own figure for this length."""
-        return self.plain or self.measured_request_blocks(length, history) is not None
+        """Whether need_bytes is exact: plain attention whose page no start contradicts, or vLLM's own figure
+        for this length."""
+        return (self.plain and (not self.bytes_per_token or self.config_page_holds(history))) \
+            or self.measured_request_blocks(length, history) is not None
 
     def need_bytes(self, length: int, history: Sequence[Observation]) -> Optional[float]:
         """KV bytes `sequences` sequences of `length` need at once, null block included."""

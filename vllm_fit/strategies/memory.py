@@ -62,7 +62,7 @@ class LeastMemoryForLength(Objective):
                 obs.block_size for obs in history):
             return None  # before a launch reports the block size (or with a window on V1), a guess
         if self.grid.kind == "kv_cache_memory_bytes":
-            return self.grid.up(need) if self.model.bytes_per_token or not self.model.plain else None
+            return self.grid.up(need) if self.model.config_page_holds(history) or not self.model.plain else None
         total = self.model.total(history)
         if not total:
             return None
