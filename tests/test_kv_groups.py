@@ -917,3 +917,15 @@ def test_a_page_config_json_got_wrong_is_not_a_lower_bound_for_the_least_kv():
     assert not model.need_exact(4000, [fit])
     right = KvModel(bytes_per_token=256, total_bytes=None, regime=regime, guess_block_size=128)
     assert right.config_page_holds([fit]) and right.need_exact(4000, [fit])
+
+
+def test_a_float32_checkpoint_is_reckoned_in_16_bits():
+    """vLLM's dtype=auto casts a float32 checkpoint to 16 bits (float16 before 0.10.1, bfloat16 since; the CPU
+    too): its KV cache and weights take 2 bytes a value, not 4 (`--engine-arg dtype=float32` keeps 4)."""
+    from vllm_fit.prepare.config_basics import model_dtype_bytes
+
+    assert model_dtype_bytes({"torch_dtype": "float32"}) == 2 and model_dtype_bytes({"dtype": "float"}) == 2
+    assert model_dtype_bytes({}) == 2 and model_dtype_bytes({"torch_dtype": "bfloat16"}) == 2
+    llama = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "hidden_size": 128, "torch_dtype": "float32"}
+    assert kv_bytes_per_token(llama) == 2 * 2 * 32 * 2 * 2

@@ -190,6 +190,22 @@ def test_llama4_chunked_layers_hold_one_chunk_and_the_tokens_in_flight(vllm_pyth
     assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
 
 
+@pytest.mark.parametrize("extra, expected", [((), 4992), (("--engine-arg", "dtype=float32"), 2432)])
+def test_a_float32_checkpoint_is_served_in_16_bits(vllm_python, tiny_model, real_env, tmp_path, extra, expected):
+    """vLLM casts a float32 checkpoint down under dtype=auto (bfloat16 here: 40 blocks of 64 KiB at 2.5 MiB); the
+    tool reckoned 4 bytes a value, so its first launch was 2432 (2 launches before). dtype=float32 keeps 4 bytes:
+    20 blocks (2432 served and 2433 refused outside the tool, 2026-12-06)."""
+    model = tmp_path / "float32-llama"
+    shutil.copytree(tiny_model, model)
+    config = json.loads((model / "config.json").read_text())
+    config.pop("dtype", None)
+    config["torch_dtype"] = "float32"
+    (model / "config.json").write_text(json.dumps(config))
+    report = search(vllm_python, model, real_env, tmp_path, "--kv-cache-memory", KV_40_BLOCKS, "--granularity", 1,
+                    *extra)
+    assert report["fit"]["max_model_len"] == expected and report["launches"] == 1, trials(report)
+
+
 @pytest.mark.parametrize("family, expected", [("deepseek_v2", 1120), ("minicpm3", 1152), ("gpt_bigcode", 10112)])
 def test_mla_and_multi_query_models_served_are_exact_in_one_launch(vllm_python, families, real_env, tmp_path, family,
                                                                    expected):

@@ -47,8 +47,12 @@ def _whole(value: Any) -> bool:
 
 
 def model_dtype_bytes(config: Dict[str, Any]) -> Optional[int]:
-    """The element size of the dtype config.json names (float16 when it names none); None when unknown."""
-    return DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
+    """The element size vLLM serves the model in under `dtype=auto`: the dtype config.json names (float16 when
+    it names none), 16 bits for a float32 checkpoint (vLLM casts it down: float16 before 0.10.1, bfloat16
+    since; on the CPU too, measured on 0.32); None when unknown. `--engine-arg dtype=float32` is applied on top
+    (modelinfo.kv_element_bytes)."""
+    size = DTYPE_BYTES.get(str(config.get("torch_dtype") or config.get("dtype") or "float16"))
+    return 2 if size == 4 else size
 
 
 def positive_int(value: Any) -> bool:
