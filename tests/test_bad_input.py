@@ -162,6 +162,8 @@ SEARCH_FILES = [
     Case("model without config", ["search", "--model", "{tmp}/empty", "--python", "{python}"], 2, "config.json",
          {"empty": Folder()}),
     Case("config not json", search(), 2, "config.json", {"m/config.json": "{not json"}),
+    Case("config kv heads out of range", search(), 2, "num_kv_heads must be a whole number",
+         {"m/config.json": model_config(num_kv_heads=10 ** 12)}),
     Case("config a list", search(), 2, "config.json", {"m/config.json": "[1, 2]"}),
     Case("config empty", search(), 2, "config.json", {"m/config.json": ""}),
     Case("config invalid utf-8", search(), 2, "config.json", {"m/config.json": b'{"a": "\xff\xfe"}'}),

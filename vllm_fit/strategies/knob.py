@@ -132,7 +132,7 @@ class KvModel:
         vLLM's own (KV bytes over blocks), too rough to bound a least KV size from below."""
         if not self.bytes_per_token or not self.plain:
             return False
-        obs = next((obs for obs in reversed(history) if obs.started and obs.blocks and obs.kv_bytes), None)
+        obs = _sized_start(history)
         if obs is None:
             return True
         held = obs.kv_bytes / (self.bytes_per_token * self.block_size(history))  # type: ignore[operator]
@@ -140,9 +140,9 @@ class KvModel:
 
     @staticmethod
     def _measured_page(history: Sequence[Observation]) -> Optional[float]:
-        """KV bytes over blocks, from any start that sized its pool."""
-        return next((obs.kv_bytes / obs.blocks for obs in reversed(history)
-                     if obs.started and obs.blocks and obs.kv_bytes), None)
+        """KV bytes over blocks, from the last start that sized its pool."""
+        obs = _sized_start(history)
+        return obs.kv_bytes / obs.blocks if obs is not None else None  # type: ignore[operator]
 
     def _layout_page(self, history: Sequence[Observation]) -> Optional[float]:
         """One pool block of the likely KV cache groups: measured, else a page of each layer of a group."""
@@ -251,6 +251,11 @@ class KvModel:
 
 PRINTED_GIB_ERROR = 0.02 * (1 << 30)
 """vLLM and torch print memory in 2-decimal GiB: two such numbers are off by up to this much."""
+
+
+def _sized_start(history: Sequence[Observation]) -> Optional[Observation]:
+    """The last trial that started and printed its pool's bytes and blocks."""
+    return next((obs for obs in reversed(history) if obs.started and obs.blocks and obs.kv_bytes), None)
 
 
 def oom_guesses(grid: Grid, total: Optional[float], history: Sequence[Observation]) -> List[Tuple[int, int]]:
