@@ -246,3 +246,65 @@ def test_every_corpus_file_is_listed_with_its_origin():
     for path in CORPUS.glob("*.yaml"):
         assert "| %s |" % path.name in listed, path.name
 
+
+
+def _config_mount(tmp_path: Path, config_edit=None) -> Path:
+    """The compose folder with its bind-mounted vLLM option file (config-mount/ in the corpus)."""
+    folder = tmp_path / "config-mount"
+    shutil.copytree(CORPUS / "config-mount", folder)
+    if config_edit is not None:
+        path = folder / "config" / "vllm.yaml"
+        path.write_text(config_edit(path.read_text()))
+    fit_file(folder, "meta-llama/Llama-3.1-8B-Instruct", 24576, 0.9, settings=["tensor-parallel-size: 1"])
+    return folder
+
+
+def _apply_in(folder: Path, *files: str) -> subprocess.CompletedProcess:
+    targets = [word for file in files for word in ("--to", file)]
+    return subprocess.run([sys.executable, "-m", "vllm_fit", "apply", "fit.yaml", *targets], cwd=str(folder),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_config_file_bind_mounted_beside_the_compose_file_is_read(tmp_path):
+    """`vllm serve --config /etc/vllm/config.yaml`, the file mounted from ./config/vllm.yaml: the model and the
+    values come from that file, the fit goes on the command line (which wins over it); a utilization already
+    the fit's is left alone."""
+    folder = _config_mount(tmp_path)
+    before = (folder / "compose.yaml").read_text()
+    done = _apply_in(folder, "compose.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "--max-model-len 32768 -> 24576" in done.stderr
+    assert changed(before, (folder / "compose.yaml").read_text()) == (
+        ["        exec vllm serve --config /etc/vllm/config.yaml"],
+        ["        exec vllm serve --config /etc/vllm/config.yaml --max-model-len 24576"])
+    assert "max-model-len: 32768" in (folder / "config" / "vllm.yaml").read_text()  # never edited from there
+
+
+def test_the_option_file_itself_gets_the_fit(tmp_path):
+    """Applying to the `vllm serve --config` file (what `search --out` writes): its keys are edited in place
+    (this was refused as "shared through a YAML anchor" before: the whole document is that server)."""
+    folder = _config_mount(tmp_path)
+    config = folder / "config" / "vllm.yaml"
+    before = config.read_text()
+    done = _apply_in(folder, "config/vllm.yaml")
+    assert done.returncode == 0, done.stderr
+    assert changed(before, config.read_text()) == (["max-model-len: 32768"], ["max-model-len: 24576"])
+
+
+@pytest.mark.parametrize("edit, words", [
+    (lambda text: text.replace("gpu-memory-utilization: 0.90", "kv-cache-memory-bytes: 20GiB"),
+     "it sets --kv-cache-memory-bytes (in its --config file), which decides the KV cache instead of"
+     " --gpu-memory-utilization"),
+    (lambda text: text + "tensor-parallel-size: 2\n",
+     "would lower --max-model-len 32768 -> 24576, but the server runs with settings that hold more than the fit's:"
+     " --tensor-parallel-size 2 here, 1 in the fit"),
+    (None, "options from /etc/vllm/config.yaml (mounted from"),
+], ids=["other knob in the file", "parallelism in the file", "file not there"])
+def test_what_the_mounted_option_file_sets_is_compared_like_the_command_line(tmp_path, edit, words):
+    folder = _config_mount(tmp_path, edit)
+    if edit is None:
+        (folder / "config" / "vllm.yaml").unlink()
+    before = (folder / "compose.yaml").read_text()
+    done = _apply_in(folder, "compose.yaml")
+    assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert (folder / "compose.yaml").read_text() == before

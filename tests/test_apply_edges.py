@@ -442,3 +442,37 @@ def test_which_side_of_a_difference_leaves_more_room(args, fit_setup, holds_more
         % json.dumps(["m", *args])
     found = differences(read_deployment(text, "pod.yaml", Path("pod.yaml")).servers[0], fit_setup)
     assert len(found) >= 1 and {d.holds_more for d in found} == {holds_more}, found
+
+
+CONFIG_ELSEWHERE = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.32.0
+          args: ["meta-llama/Llama-3.1-8B-Instruct", "--config", "/etc/vllm/config.yaml", "--max-model-len", "4096"]
+          volumeMounts: [{name: cfg, mountPath: /etc/vllm}]
+      volumes: [{name: cfg, configMap: {name: vllm-config}}]
+"""
+
+
+def test_an_option_file_apply_cannot_read_keeps_the_server_unwritten(tmp_path):
+    """A container whose vLLM reads --config from a ConfigMap (hand-written manifest): that file may set the
+    other memory knob or the parallelism, so nothing is written unless --allow-mismatch; with it, the fit goes
+    on the command line, which wins over the file."""
+    (tmp_path / "deploy.yaml").write_text(CONFIG_ELSEWHERE)
+    (tmp_path / "fit.yaml").write_text("# vllm: 0.32.0\nmodel: meta-llama/Llama-3.1-8B-Instruct\n"
+                                       "max-model-len: 8192\ngpu-memory-utilization: 0.9\n")
+    run = [sys.executable, "-m", "vllm_fit", "apply", "fit.yaml", "--to", "deploy.yaml"]
+    refused = subprocess.run(run, cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "also reads options from /etc/vllm/config.yaml (a file in the container" in refused.stderr
+    assert (tmp_path / "deploy.yaml").read_text() == CONFIG_ELSEWHERE
+    allowed = subprocess.run([*run, "--allow-mismatch"], cwd=str(tmp_path), capture_output=True, text=True,
+                             timeout=120)
+    assert allowed.returncode == 0, allowed.stderr
+    assert '"--max-model-len", "8192", "--gpu-memory-utilization", "0.9"]' in (tmp_path / "deploy.yaml").read_text()

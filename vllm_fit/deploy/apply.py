@@ -101,6 +101,11 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
         before = len(planner.changes)
         planner.plan(server, fit)
         lowered = [c for c in planner.changes[before:] if _lowered(c)]
+        if server.config_unread and planner.changes[before:] and not allow_mismatch:
+            raise Mismatch("%s, %s: its vLLM also reads options from %s with --config, which apply does not read"
+                           " (a memory knob or parallelism there may keep the fit from holding); apply the fit to"
+                           " that file (this command line's options win over it), or pass --allow-mismatch"
+                           % (deployment.path, server.where, server.config_unread))
         unsafe, roomier = other_setup(server, fit)
         if unsafe and planner.changes[before:] and not allow_mismatch:
             raise Mismatch("%s, %s: the fit may not hold for this server, found with other settings than it runs with:"
@@ -128,8 +133,10 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
     fits = ", ".join("%s%s" % (f.model, " (%s)" % f.name if f.name else "") for f in source.fits)
     found = [s for d in deployments for s in d.servers if not s.template]
     if found:
-        seen = "; ".join("%s: %s" % (s.where, s.problem or "model %s, names %s"
-                                     % (s.model, ", ".join(s.names) or "none")) for s in found[:4])
+        seen = "; ".join("%s: %s" % (s.where, s.problem or "model %s, names %s%s"
+                                     % (s.model, ", ".join(s.names) or "none",
+                                        ", options from %s with --config" % s.config_unread if s.config_unread
+                                        else "")) for s in found[:4])
         return BadInput("no vLLM server in %s matches the fit for %s (servers found: %s)"
                         % (", ".join(str(d.path) for d in deployments), fits, one_line(seen, 300)))
     for deployment in deployments:

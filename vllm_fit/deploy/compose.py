@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from pathlib import Path
 from typing import Dict, List, Optional
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from . import shell
+from .config_mount import bind_mounts, resolve
 from .images import image_entrypoint
 from .layout import Layout
 from .servers import Addition, Server, ServerKind, invocations
@@ -103,5 +105,6 @@ def services(doc: YamlDoc, layout: Layout, root: MappingNode, number: int) -> Li
             last = run.words[-1].after if run.words else (argv[-1].after if argv else None)
             if last is not None:
                 server.additions["*"] = Addition(after=last)
+            resolve(server, bind_mounts(service), Path(doc.file).parent)
             found.append(server)
     return found

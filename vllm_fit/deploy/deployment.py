@@ -10,6 +10,7 @@ from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 
 from .compose import services
 from .config_file import config_server, looks_like_config
+from .config_mount import resolve
 from .helm import model_specs
 from .kubernetes import RUNTIME_KINDS, container, inference_service, kubeai_model, runtimes, workload_labels
 from .layout import Layout
@@ -49,6 +50,8 @@ def find_servers(doc: YamlDoc) -> List[Server]:
         else:
             found += _walk(doc, layout, root, "doc %d" % number, known)
     for server in found:
+        if not (server.config_words or server.config_unread):
+            resolve(server, {}, Path(doc.file).parent)
         _identify(server)
     return found
 
@@ -93,10 +96,10 @@ def _identify(server: Server) -> None:
     """The model and the names clients use, from the server's own options."""
     if server.program is None:
         return
-    model = model_of(server.program, server.args)
+    model = model_of(server.program, server.read_args)
     if model is not None and not model.unknown:
         server.model = server.model or model.text
     elif server.model is None and model is not None:
         server.model = None
     server.model = normal_model(server.model)
-    server.names = tuple(dict.fromkeys([*server.names, *served_names(server.program, server.args)]))
+    server.names = tuple(dict.fromkeys([*server.names, *served_names(server.program, server.read_args)]))

@@ -64,6 +64,11 @@ def read_number(option: str, text: Optional[str]) -> Optional[float]:
         return None
 
 
+def _in_config(server: Server, option: str) -> str:
+    """Where the option is set when only the server's --config file sets it ("" when its command line does)."""
+    return "" if server.args.last(option) is not None else " (in its --config file)"
+
+
 class Planner:
     """The edits for the servers of one file, and the changes they make."""
 
@@ -82,11 +87,12 @@ class Planner:
         for key, value in fit.settings().items():
             option = OPTION[key]
             other = OTHER_KNOB.get(option)
-            if other and args.last(other) is not None:
-                raise BadInput("%s, %s: it sets %s, which decides the KV cache instead of %s; remove it, or apply"
-                               " a fit found with that knob" % (self.file, server.where, other, option))
-            current = args.last(option)
-            if current is not None and read_number(option, current.value) == read_number(option, value):
+            if other and server.read_args.last(other) is not None:
+                raise BadInput("%s, %s: it sets %s%s, which decides the KV cache instead of %s; remove it, or apply"
+                               " a fit found with that knob"
+                               % (self.file, server.where, other, _in_config(server, other), option))
+            winning, current = server.read_args.last(option), args.last(option)
+            if winning is not None and read_number(option, winning.value) == read_number(option, value):
                 continue
             if current is not None and self._replace(server, current, option, value):
                 continue
@@ -100,7 +106,7 @@ class Planner:
             place = ("key", addition.slot.at, addition.key if addition.new_list else "") if addition.slot is not None \
                 else ("word", addition.after.at if addition.after is not None else -1, "")
             additions.setdefault(place, []).append((addition, option, value))
-            self.changes.append(Change(server, option, current.value if current else None, value))
+            self.changes.append(Change(server, option, winning.value if winning else None, value))
         for group in additions.values():
             self.edits.append(self._added(server, group))
 

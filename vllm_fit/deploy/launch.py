@@ -108,10 +108,10 @@ def server_launch(server: Server, maps: Dict[str, str], where: str) -> Launch:
         raise BadInput("%s: vLLM would refuse its extra words %s" % (where, " ".join(w.text for w in positionals)))
     if served:
         args += ["--served-model-name", *served]
-    length = server.args.last("--max-model-len")
+    length = server.read_args.last("--max-model-len")  # its --config file's where the command line has none
     devices = 1
     for name in ("--tensor-parallel-size", "--pipeline-parallel-size"):
-        found = server.args.last(name)
+        found = server.read_args.last(name)
         if found is not None and found.value and found.value.isdigit():
             devices *= int(found.value)
     max_len = int(length.value) if length is not None and length.value and length.value.isdigit() else None

@@ -57,7 +57,7 @@ def prove(before: Deployment, after_text: str, pairs: Sequence[Tuple[Server, Fit
 
 def _check_fit(file: str, old: Server, edited: Server, fit: Fit) -> None:
     settings = {OPTION[key]: value for key, value in fit.settings().items()}
-    got = edited.args.effective()
+    got = edited.read_args.effective()
     for option, value in settings.items():
         if read_number(option, got.get(option)) != read_number(option, value):
             raise BadInput("%s, %s: after the edit vLLM would get %s %s, not the fit's %s; it is left as it is"
@@ -83,7 +83,8 @@ def _changes(before: Sequence[Tuple[str, Optional[str]]], after: Sequence[Tuple[
 
 
 def _inside(path: str, region: str) -> bool:
-    return path == region or path.startswith(region + ".") or path.startswith(region + "[")
+    """The YAML path lies in the region (a whole document, "doc 1", holds "doc 1, key")."""
+    return path == region or any(path.startswith(region + mark) for mark in (".", "[", ", "))
 
 
 def changed_servers(pairs: Sequence[Tuple[Server, Fit]]) -> List[str]:

@@ -76,6 +76,10 @@ class Server:
     """"helm" or "config": its settings are mapping keys (numbers written as the chart renders them)."""
     cannot_add: str = ""
     """Why no setting may be added to it ("" when one may)."""
+    config_words: Tuple[Word, ...] = ()
+    """The options of the `--config` file its vLLM reads (config_mount.py): spliced in before its own."""
+    config_unread: str = ""
+    """The `--config` file its vLLM reads that apply could not read, and why ("" when none)."""
 
     @property
     def where(self) -> str:
@@ -84,6 +88,13 @@ class Server:
     @cached_property
     def args(self) -> Args:
         return parse(self.words)
+
+    @cached_property
+    def read_args(self) -> Args:
+        """Its options as vLLM gets them: the --config file's first, then its own (which win); only its
+        own are ever edited."""
+        mine, config = self.args, parse(self.config_words)
+        return Args(config.options + mine.options, mine.positionals)
 
     def addition(self, option: str) -> Optional[Addition]:
         return self.additions.get(option) or self.additions.get("*")

@@ -116,7 +116,7 @@ def _plain(setting: Setting, value: Any) -> str:
 def _server_value(server: Server, setting: Setting) -> Tuple[Optional[Any], str]:
     """The server's value of a setting (None: not given) and what makes it unreadable ("" when readable)."""
     given: Optional[Option] = None
-    for option in server.args.options:
+    for option in server.read_args.options:
         if option.name in (setting.option, "--no-" + setting.option[2:]):
             given = option
     if given is None:
