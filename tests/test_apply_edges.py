@@ -476,3 +476,56 @@ def test_an_option_file_apply_cannot_read_keeps_the_server_unwritten(tmp_path):
                              timeout=120)
     assert allowed.returncode == 0, allowed.stderr
     assert '"--max-model-len", "8192", "--gpu-memory-utilization", "0.9"]' in (tmp_path / "deploy.yaml").read_text()
+
+
+CONFIG_MAP = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: vllm-config}
+data:
+  profile.yaml: |
+    model: meta-llama/Llama-3.1-8B-Instruct
+    max-model-len: 4096
+    %s
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm}
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: vllm/vllm-openai:v0.32.0
+          command: ["vllm", "serve", "--config", "/etc/vllm/profile.yaml"]
+          volumeMounts: [{name: cfg, mountPath: %s}]
+      volumes: [{name: cfg, configMap: {name: vllm-config}}]
+"""
+
+
+@pytest.mark.parametrize("knob, mount, code, words", [
+    ("gpu-memory-utilization: 0.8", "/etc/vllm", 0, '"--config", "/etc/vllm/profile.yaml", "--max-model-len", "8192",'
+                                                    ' "--gpu-memory-utilization", "0.9"]'),
+    ("gpu-memory-utilization: 0.9", "/etc/vllm/profile.yaml, subPath: profile.yaml", 0,
+     '"--config", "/etc/vllm/profile.yaml", "--max-model-len", "8192"]'),
+    ("kv-cache-memory-bytes: 8GiB", "/etc/vllm", 2, "it sets --kv-cache-memory-bytes (in its --config file)"),
+    ("kv-cache-dtype: float32", "/etc/vllm", 2, "--kv-cache-dtype float32 here"),
+    ("gpu-memory-utilization: 0.9", "/etc/vllm/profile.yaml, subPath: other.yaml", 2,
+     "options from /etc/vllm/profile.yaml (mounted from ConfigMap vllm-config, which has no such key)"),
+], ids=["folder mount", "one key (subPath)", "other knob", "wider KV cache", "key not there"])
+def test_an_option_file_from_a_configmap_of_the_same_file_is_read(tmp_path, knob, mount, code, words):
+    """The pattern `vllm serve --config /etc/vllm/profile.yaml` with the file from a ConfigMap (hand-written,
+    after public generators of such manifests: search index file ids 70216469235, 70446155616): its values are
+    compared as the command line's; the fit goes on the command line, which wins."""
+    text = CONFIG_MAP % (knob, mount)
+    (tmp_path / "deploy.yaml").write_text(text)
+    (tmp_path / "fit.yaml").write_text("# vllm: 0.32.0\nmodel: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\n"
+                                       "gpu-memory-utilization: 0.9\ntensor-parallel-size: 1\n")
+    done = subprocess.run([sys.executable, "-m", "vllm_fit", "apply", "fit.yaml", "--to", "deploy.yaml"],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == code, done.stderr
+    if code:
+        assert words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        assert (tmp_path / "deploy.yaml").read_text() == text
+    else:
+        assert words in (tmp_path / "deploy.yaml").read_text()

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 
 from .compose import services
 from .config_file import config_server, looks_like_config
-from .config_mount import resolve
+from .config_mount import config_maps, pod_mounts, resolve
 from .helm import model_specs
 from .kubernetes import RUNTIME_KINDS, container, inference_service, kubeai_model, runtimes, workload_labels
 from .layout import Layout
@@ -39,6 +39,7 @@ def find_servers(doc: YamlDoc) -> List[Server]:
     """Every vLLM server in the file's documents, with its model and names."""
     layout = Layout(doc)
     known = runtimes(doc)
+    maps = config_maps(doc)
     found: List[Server] = []
     for number, root in enumerate(doc.docs, start=1):
         if not isinstance(root, MappingNode):
@@ -48,7 +49,7 @@ def find_servers(doc: YamlDoc) -> List[Server]:
         elif looks_like_config(root):
             found.append(config_server(doc, layout, root, number))
         else:
-            found += _walk(doc, layout, root, "doc %d" % number, known)
+            found += _walk(doc, layout, root, "doc %d" % number, known, maps)
     for server in found:
         if not (server.config_words or server.config_unread):
             resolve(server, {}, Path(doc.file).parent)
@@ -56,7 +57,8 @@ def find_servers(doc: YamlDoc) -> List[Server]:
     return found
 
 
-def _walk(doc: YamlDoc, layout: Layout, root: MappingNode, path: str, known: dict) -> List[Server]:
+def _walk(doc: YamlDoc, layout: Layout, root: MappingNode, path: str, known: dict,
+          maps: Dict[str, Dict[str, str]]) -> List[Server]:
     """Containers, InferenceServices and production-stack entries anywhere in one document."""
     kind = text_of(get(root, "kind"))
     owner = [n for n in [text_of(get(get(root, "metadata"), "name"))] if n]
@@ -66,12 +68,13 @@ def _walk(doc: YamlDoc, layout: Layout, root: MappingNode, path: str, known: dic
         found += inference_service(doc, layout, root, path, known)
     if kind == "Model" and (text_of(get(root, "apiVersion")) or "").startswith("kubeai.org/"):
         return kubeai_model(doc, layout, root, path)
-    stack: List[Tuple[Node, str, List[str]]] = [(root, "", [])]
+    stack: List[Tuple[Node, str, List[str], Optional[Node]]] = [(root, "", [], None)]
     while stack:
-        node, where, labels = stack.pop()
+        node, where, labels, pod = stack.pop()
         full = "%s, %s" % (path, where) if where else path
         if isinstance(node, MappingNode):
             labels = labels + workload_labels(node)
+            pod = node if get(node, "containers") is not None else pod  # whose volumes its containers mount
             if where.endswith("spec.predictor.model") and kind == "InferenceService":
                 continue
             specs = get(node, "modelSpec")
@@ -81,14 +84,16 @@ def _walk(doc: YamlDoc, layout: Layout, root: MappingNode, path: str, known: dic
             if get(node, "command") is not None or get(node, "args") is not None or \
                     (get(node, "image") is not None and where.split(".")[-1].startswith("containers[")):
                 servers = container(doc, layout, node, full, owner, labels, template)
+                for server in servers:
+                    resolve(server, pod_mounts(node, pod, maps), Path(doc.file).parent)
                 if servers:
                     found += servers
                     continue
             for key, value in reversed(items(node)):
-                stack.append((value, "%s.%s" % (where, key) if where else key, labels))
+                stack.append((value, "%s.%s" % (where, key) if where else key, labels, pod))
         elif isinstance(node, SequenceNode):
             for index in reversed(range(len(node.value))):
-                stack.append((node.value[index], "%s[%d]" % (where, index), labels))
+                stack.append((node.value[index], "%s[%d]" % (where, index), labels, pod))
     return found
 
 
