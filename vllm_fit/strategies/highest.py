@@ -209,7 +209,8 @@ class LongestAtHighestUtilization(Objective):
         moved to this level, or None. On a level not yet `launched`, no length held there: the crossing
         itself, not a granule above the longest length that held elsewhere."""
         points = self._points_at(history, level)
-        return None if points is None else secant_of_points(self.strategy.space, points, above_held=launched)
+        return None if points is None else secant_of_points(self.strategy.space, points, above_held=launched,
+                                                            block=self.model.block_size(history))
 
     def _pools_shrink(self, history: Sequence[Observation]) -> bool:
         return shrinks(self._points_at(history, self.grid.highest) or [], self.model.block_size(history))

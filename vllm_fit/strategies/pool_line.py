@@ -44,13 +44,19 @@ def secant_length(space: LengthSpace, history: Sequence[Observation]) -> Optiona
     A pool with no memory at all is a point below the line (its budget was negative, not zero): it is
     used only where no too-small pool gives a better one.
     """
-    return secant_of_points(space, pool_points(history))
+    block = next((obs.block_size for obs in reversed(history) if obs.block_size), 0)
+    return secant_of_points(space, pool_points(history), block=block)
 
 
-def secant_of_points(space: LengthSpace, points: Sequence[Point], above_held: bool = True) -> Optional[int]:
+def secant_of_points(space: LengthSpace, points: Sequence[Point], above_held: bool = True,
+                     block: int = 0) -> Optional[int]:
     """secant_length over given points (pools of one memory level, or shifted to it). `above_held`: at
     least one granule above the longest length that held (a length measured here); a level not yet
-    launched measured none of them, so the crossing itself is its candidate."""
+    launched measured none of them, so the crossing itself is its candidate.
+
+    No longer length reaches further than the longest that held (its pool only shrinks), and each reach is
+    rounded down to whole blocks of `block` tokens, so the line through them lies up to a block low: a
+    crossing within one block of that reach takes the reach itself, which its own pool proves the longest."""
     held = [p for p in points if p[1] >= p[0]]
     short = [p for p in points if p[1] < p[0] and p[1] > 0] or [p for p in points if p[1] < p[0]]
     if not held or not short:
@@ -61,6 +67,9 @@ def secant_of_points(space: LengthSpace, points: Sequence[Point], above_held: bo
     slope = (y2 - y1) / (x2 - x1)
     crossing = (y1 - slope * x1) / (1 - slope)  # y(x) = x; y(x1) >= x1 and y(x2) < x2, so x1 <= crossing < x2
     candidate = max(space.floor(int(crossing)), space.floor(x1) + space.granularity if above_held else space.lowest)
+    reach = space.floor(y1)
+    if above_held and candidate < reach < x2 and y1 - crossing < block:
+        candidate = reach
     return candidate if candidate < x2 and candidate <= space.highest else None
 
 
