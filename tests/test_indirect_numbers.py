@@ -43,6 +43,20 @@ def test_a_level_not_yet_launched_starts_at_the_crossing_itself():
     assert secant_of_points(space, points, above_held=False) == 22528
 
 
+def test_a_crossing_within_a_block_of_the_held_reach_takes_the_reach():
+    """Indirect world 033 (vLLM 0.28, pools shrinking with the length, granularity 1, 16-token blocks): 29822
+    held with a reach of 29825, 30177 reached 29793. The line drops 0.3 tokens from 29822 to 29825, which the
+    block rounding of the held pool hides: 29825, which no longer length can beat and which its own pool
+    proves, is launched first, not after 29824 (5 launches, now 4). Held-out world 000 of seed 4242 (vLLM
+    0.13): the line drops 41 tokens over the 12 from 15349 to its reach 15361, more than a block; the line's
+    15351 stays the candidate (the reach was refused there: 7 launches became 8). No block known: the line."""
+    space = LengthSpace(1, 32768, 1)
+    points = [(29822, 29825), (30177, 29793)]
+    assert secant_of_points(space, points, block=16) == 29825
+    assert secant_of_points(space, points) == 29824
+    assert secant_of_points(space, [(13973, 20065), (15349, 15361), (18246, 5425)], block=16) == 15351
+
+
 def test_a_pool_that_does_not_shrink_leaves_the_hint_in_charge():
     history = [obs(19968, Outcome.KV_TOO_SMALL, 9000), obs(2048, Outcome.OK, 9000)]
     assert secant_length(SPACE, history) is None

@@ -128,7 +128,8 @@ def _mounted_text(flag: Word, mounts: Dict[str, Mount], base: Path) -> Tuple[Opt
         if not host.is_file():
             return None, "", "mounted from %s, which is not here" % host
         try:
-            data = host.read_bytes()[:MAX_CONFIG_BYTES + 1]
+            with host.open("rb") as handle:  # at most the bound (a huge file is refused, not read whole)
+                data = handle.read(MAX_CONFIG_BYTES + 1)
             return data.decode("utf-8"), str(host), ""
         except (OSError, UnicodeDecodeError):  # its text is not shown: it may be any file
             return None, "", "mounted from %s, which is not a text file apply can read" % host

@@ -55,8 +55,9 @@ def secant_of_points(space: LengthSpace, points: Sequence[Point], above_held: bo
     launched measured none of them, so the crossing itself is its candidate.
 
     No longer length reaches further than the longest that held (its pool only shrinks), and each reach is
-    rounded down to whole blocks of `block` tokens, so the line through them lies up to a block low: a
-    crossing within one block of that reach takes the reach itself, which its own pool proves the longest."""
+    rounded down to whole blocks of `block` tokens: the held pool's own reach may be up to a block further.
+    Where the line drops less than half a block from the held length to that reach, the reach itself is
+    likelier to hold than not, and its own pool proves it the longest: it is the candidate."""
     held = [p for p in points if p[1] >= p[0]]
     short = [p for p in points if p[1] < p[0] and p[1] > 0] or [p for p in points if p[1] < p[0]]
     if not held or not short:
@@ -68,7 +69,7 @@ def secant_of_points(space: LengthSpace, points: Sequence[Point], above_held: bo
     crossing = (y1 - slope * x1) / (1 - slope)  # y(x) = x; y(x1) >= x1 and y(x2) < x2, so x1 <= crossing < x2
     candidate = max(space.floor(int(crossing)), space.floor(x1) + space.granularity if above_held else space.lowest)
     reach = space.floor(y1)
-    if above_held and candidate < reach < x2 and y1 - crossing < block:
+    if above_held and candidate < reach < x2 and -slope * (reach - x1) < block / 2:
         candidate = reach
     return candidate if candidate < x2 and candidate <= space.highest else None
 
