@@ -13,6 +13,7 @@ Suites:
   random       the same over --random-count worlds drawn with --random-seed (random_worlds.py):
                versions, devices, models, memory figures and questions nobody chose.
   hybrid       the same with sliding-window and hybrid-attention families on V1.
+  oldest       the same on vLLM 0.4.0-0.5.3 only (the releases before the random suite's first).
   indirect     the same with worlds where vLLM's numbers are indirect: pools that shrink with the
                length, requests that fail far below the pool, request OOM beside another process,
                starts that hang above some length (a quarter each).
@@ -144,15 +145,17 @@ def suite_simulator(report: Report, only: Optional[str]) -> None:
         report.add(title, columns, rows)
 
 
-def suite_random(report: Report, seed: int, count: int, only: Optional[str], hybrid: bool = False) -> None:
+def suite_random(report: Report, seed: int, count: int, only: Optional[str], hybrid: bool = False,
+                 oldest: bool = False) -> None:
     """Simulated GPUs in seeded random worlds (TEST DOUBLE): the summaries and vllm-fit's every answer;
-    `hybrid`: sliding-window and hybrid-attention families on V1."""
+    `hybrid`: sliding-window and hybrid-attention families on V1; `oldest`: vLLM 0.4.0-0.5.3 only."""
     from bench_simulator import run_suite
-    from simulator.random_worlds import random_cases
+    from simulator.random_worlds import OLDEST_VERSIONS, random_cases
 
-    kind = "Random sliding-window and hybrid" if hybrid else "Random"
+    kind = "Random sliding-window and hybrid" if hybrid else "Random vLLM 0.4.0-0.5.3" if oldest else "Random"
     title = "%s simulated GPUs (seed %d, %d worlds)" % (kind, seed, count)
-    for table, columns, rows in run_suite(_progress, only, random_cases(seed, count, hybrid), title,
+    cases = random_cases(seed, count, hybrid, OLDEST_VERSIONS if oldest else None)
+    for table, columns, rows in run_suite(_progress, only, cases, title,
                                           every_world=False):
         report.add(table, columns, rows)
 
@@ -193,6 +196,8 @@ def main(argv: List[str]) -> int:
         suite_random(report, args.random_seed, args.random_count, args.world)
     if "hybrid" in suites:
         suite_random(report, args.random_seed, args.random_count, args.world, hybrid=True)
+    if "oldest" in suites:
+        suite_random(report, args.random_seed, args.random_count, args.world, oldest=True)
     if "indirect" in suites:
         suite_indirect(report, args.random_seed, args.random_count, args.world)
     if args.markdown:

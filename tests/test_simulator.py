@@ -13,7 +13,7 @@ import json
 
 import pytest
 from simulator.harness import _fakeworld, prepare_world, run_tool, score, truth
-from simulator.random_worlds import random_cases
+from simulator.random_worlds import OLDEST_VERSIONS, random_cases
 from simulator.worlds import Case, cases, question, world
 
 CASES = cases()
@@ -50,6 +50,26 @@ def test_random_worlds_are_answered_right(index, tmp_path):
     """Worlds nobody chose (versions, devices, models, memory, questions drawn with a fixed seed):
     right, never above the limit. scripts/benchmark.py --suite random runs 100 of them."""
     case = _random_worlds()[index]
+    answer = run_tool(case, tmp_path)
+    verdict = score(case, answer, truth(case))
+    assert not verdict.above_limit, "%s: %s" % (case.name, verdict.verdict)
+    assert verdict.right, "%s: %s (%d launches)" % (case.name, verdict.verdict, answer.launches)
+
+
+OLDEST_SEED, OLDEST_COUNT = 404, 6
+
+
+@functools.lru_cache(maxsize=1)
+def _oldest_worlds():
+    return random_cases(OLDEST_SEED, OLDEST_COUNT, versions=OLDEST_VERSIONS)
+
+
+@pytest.mark.parametrize("index", range(OLDEST_COUNT))
+def test_the_oldest_releases_are_answered_right(index, tmp_path):
+    """vLLM 0.4.0-0.5.3 (no named world runs them): right, never above the limit. scripts/benchmark.py
+    --suite oldest runs more (40 of seed 404: 40/40, BENCHMARKS.md)."""
+    case = _oldest_worlds()[index]
+    assert case.world["vllm_version"] in OLDEST_VERSIONS
     answer = run_tool(case, tmp_path)
     verdict = score(case, answer, truth(case))
     assert not verdict.above_limit, "%s: %s" % (case.name, verdict.verdict)

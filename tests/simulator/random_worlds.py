@@ -16,6 +16,8 @@ from .worlds import GIB, GPUS, MIB, Case, question, world
 VERSIONS = ["0.5.5", "0.6.3", "0.6.4.post1", "0.7.3", "0.8.5", "0.9.0.1", "0.9.2", "0.10.1.1", "0.10.2",
             "0.11.0", "0.13.0", "0.14.0", "0.17.1", "0.20.0", "0.24.0", "0.28.0", "0.29.0", "0.31.0", "0.32.0",
             "0.33.0", "0.34.0"]
+OLDEST_VERSIONS = ["0.4.0", "0.4.0.post1", "0.4.1", "0.4.2", "0.4.3", "0.5.0", "0.5.1", "0.5.3.post1"]
+"""The releases before VERSIONS' first (the fakegpu covers 0.4.0 on): drawn on their own (`versions=`)."""
 SMALL_MODELS = ["llama-8b", "qwen-7b", "qwen-7b-yarn", "phi3-mini-128k"]
 GRANULARITIES = [1, 16, 64, 128, 256, 1024]
 
@@ -30,9 +32,9 @@ WINDOW_MODELS = ["gemma-2-9b", "gemma-3-12b", "gpt-oss-20b", "mistral-7b", "phi3
 """Sliding-window and hybrid families (the fakegpu groups `layer_types` models from 0.29)."""
 
 
-def _draw(rng: random.Random, index: int, hybrid: bool = False) -> Case:
+def _draw(rng: random.Random, index: int, hybrid: bool = False, versions: Optional[List[str]] = None) -> Case:
     """One candidate world and question (not yet checked against the truth)."""
-    version = rng.choice(HYBRID_VERSIONS if hybrid else VERSIONS)
+    version = rng.choice(versions or (HYBRID_VERSIONS if hybrid else VERSIONS))
     v = _v(version)
     gpu = rng.choice(list(GPUS))
     tp, count, model = 1, 1, rng.choice(WINDOW_MODELS if hybrid else SMALL_MODELS)
@@ -92,16 +94,16 @@ def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
     return one if one.get("fit") == other.get("fit") else None
 
 
-def random_cases(seed: int, count: int, hybrid: bool = False) -> List[Case]:
+def random_cases(seed: int, count: int, hybrid: bool = False, versions: Optional[List[str]] = None) -> List[Case]:
     """`count` worlds drawn with `seed` (the same seed, the same worlds); `hybrid`: sliding-window and
-    hybrid-attention families on V1."""
+    hybrid-attention families on V1; `versions`: the vLLM versions drawn from (OLDEST_VERSIONS)."""
     from .harness import truth
 
     rng = random.Random(seed)
     found: List[Case] = []
     index = 0
     while len(found) < count:
-        case = _draw(rng, index, hybrid)
+        case = _draw(rng, index, hybrid, versions)
         index += 1
         if case.question.get("kv_cache_memory") and case.question["kv_cache_memory"] > 0.9 * case.world["gpu"][
                 "total_bytes"]:
@@ -188,4 +190,4 @@ def _adversity_matters(case: Case, expected: Dict[str, Any]) -> bool:
     return _fakeworld.truth(calm, dict(case.question)).get("fit") != expected.get("fit")
 
 
-__all__ = ["GIB", "indirect_cases", "random_cases"]
+__all__ = ["GIB", "OLDEST_VERSIONS", "indirect_cases", "random_cases"]
