@@ -43,6 +43,7 @@ from vllm_fit.prepare.request import request_from_options
 from vllm_fit.strategies.base import AUTO, LengthSpace, Observation, bracket
 from vllm_fit.strategies.knob import KvModel
 from vllm_fit.strategies.length import Predict
+from vllm_fit.strategies.pool_line import secant_length
 from vllm_fit.trial.record import TrialRecord
 
 V032_CPU = Regime.of("0.32.0", cpu=True)
@@ -805,8 +806,11 @@ def test_a_cpu_pool_from_the_environment_does_not_shrink_with_the_length():
     history = [trial(32768, Outcome.KV_TOO_SMALL, 2433, False, True), trial(2433, Outcome.OK, 2560, True, True)]
     assert history[1].kv_fixed and history[1].fixed_pool_bound == 2560
     assert Predict(space).propose(history) == 2560
+    assert secant_length(space, history) is None  # one pool at every length: no line
     profiled = [trial(32768, Outcome.KV_TOO_SMALL, 2433, False, False), trial(2433, Outcome.OK, 2560, True, False)]
-    assert Predict(space).propose(profiled) == 2559  # a profiled pool may shrink: the line through both points
+    # a profiled pool may shrink: the line through both points, which drops half a token from 2433 to the held
+    # pool's reach 2560 (its 128-token block rounding hides that): the reach (before stop 43: 2559, the line's)
+    assert secant_length(space, profiled) == 2560
 
 
 def test_a_scheduler_that_admits_whole_prompts_bounds_a_sliding_layouts_request():
