@@ -529,3 +529,27 @@ def test_an_option_file_from_a_configmap_of_the_same_file_is_read(tmp_path, knob
         assert (tmp_path / "deploy.yaml").read_text() == text
     else:
         assert words in (tmp_path / "deploy.yaml").read_text()
+
+
+@pytest.mark.parametrize("content, why", [
+    (b"\xff\xfe secret \x00" * 64, "which is not a text file apply can read"),
+    (b"root:x:0:0:root:/root:/bin/bash\n", "which is not a vLLM option file"),
+    (b"a: &a [*a, *a]\nb: &b [*a, *a]\n", "which is not YAML apply can read"),
+    (b"max-model-len: [unclosed\n", "which is not YAML apply can read"),
+    (b"max-model-len: 1\n" * 70000, "larger than a vLLM option file"),
+], ids=["binary", "not options", "aliases", "broken YAML", "over 1 MiB"])
+def test_a_mounted_option_file_that_is_not_one_is_refused_without_showing_it(tmp_path, content, why):
+    """Bad input: whatever a compose file bind-mounts as --config, the server is left unwritten (exit 2, one
+    line naming the mount and why, none of its text, no traceback)."""
+    (tmp_path / "mounted.yaml").write_bytes(content)
+    compose = ('services:\n  vllm:\n    image: vllm/vllm-openai:v0.32.0\n'
+               '    command: ["meta-llama/Llama-3.1-8B-Instruct", "--config", "/c.yaml", "--max-model-len", "4096"]\n'
+               '    volumes:\n      - ./mounted.yaml:/c.yaml\n')
+    (tmp_path / "compose.yaml").write_text(compose)
+    (tmp_path / "fit.yaml").write_text("# vllm: 0.32.0\nmodel: meta-llama/Llama-3.1-8B-Instruct\nmax-model-len: 8192\n"
+                                       "gpu-memory-utilization: 0.9\n")
+    done = subprocess.run([sys.executable, "-m", "vllm_fit", "apply", "fit.yaml", "--to", "compose.yaml"],
+                          cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert why in done.stderr and "secret" not in done.stderr and "root:x" not in done.stderr
+    assert (tmp_path / "compose.yaml").read_text() == compose
