@@ -136,12 +136,14 @@ def plot_command(report: str, out: str) -> int:
 @click.argument("more", metavar="[FILE...]", nargs=-1)
 @click.option("--to", "targets", metavar="FILE...", multiple=True, required=True,
               help="The deployment files to update (Kubernetes manifests, KServe InferenceServices, production-stack"
-                   " values, compose files, --config YAML); several may follow one --to (a shell glob).")
+                   " values, compose files, --config YAML, shell scripts that run vllm serve or docker run);"
+                   " several may follow one --to (a shell glob).")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 with the diff when a file differs from the fit.")
 @click.option("--allow-mismatch", is_flag=True,
               help="Write fits even where a server runs with other settings that change what the GPU holds"
-                   " (tensor parallelism, dtypes, CUDA graphs ...), or reads a --config file the files do not"
-                   " show, or, lowering a value, declares another vLLM version or GPU than the fit's.")
+                   " (tensor parallelism, dtypes, CUDA graphs ...), reads a --config file the files do not"
+                   " show, has arguments the files do not hold ($EXTRA_ARGS, a script's \"$@\"), or, lowering"
+                   " a value, declares another vLLM version or GPU than the fit's.")
 def apply_command(source: str, more: List[str], targets: List[str], check: bool, allow_mismatch: bool) -> int:
     """Write fits into the deployment files that run them: max-model-len, the memory knob, max-num-seqs.
 

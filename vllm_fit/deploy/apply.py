@@ -106,6 +106,11 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
                            " (a memory knob or parallelism there may keep the fit from holding); apply the fit to"
                            " that file (this command line's options win over it), or pass --allow-mismatch"
                            % (deployment.path, server.where, server.config_unread))
+        if server.open_options and planner.changes[before:] and not allow_mismatch:
+            raise Mismatch("%s, %s: its command line has %s, which this file does not hold and which may itself set"
+                           " vLLM options that win over the fit's (the length, a memory knob); write those options"
+                           " in the file, or pass --allow-mismatch" % (deployment.path, server.where,
+                                                                       server.open_options))
         unsafe, roomier = other_setup(server, fit)
         if unsafe and planner.changes[before:] and not allow_mismatch:
             raise Mismatch("%s, %s: the fit may not hold for this server, found with other settings than it runs with:"
@@ -134,7 +139,8 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
     found = [s for d in deployments for s in d.servers if not s.template]
     if found:
         seen = "; ".join("%s: %s" % (s.where, s.problem or "model %s, names %s%s"
-                                     % (s.model, ", ".join(s.names) or "none",
+                                     % (s.model or ("from %s" % s.model_from if s.model_from else None),
+                                        ", ".join(s.names) or "none",
                                         ", options from %s with --config" % s.config_unread if s.config_unread
                                         else "")) for s in found[:4])
         return BadInput("no vLLM server in %s matches the fit for %s (servers found: %s)"
@@ -153,7 +159,7 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
         return BadInput("%s holds only the KServe runtime %s, a template; apply the fit to the InferenceService"
                         " that uses it" % (templates[0].file, templates[0].where))
     return BadInput("no vLLM server in %s (Kubernetes containers, compose services, production-stack values,"
-                    " KServe InferenceServices, KubeAI Models, --config YAML)"
+                    " KServe InferenceServices, KubeAI Models, --config YAML, shell scripts)"
                     % ", ".join(str(d.path) for d in deployments))
 
 

@@ -10,10 +10,11 @@ from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 
 from .compose import services
 from .config_file import config_server, looks_like_config
-from .config_mount import config_maps, pod_mounts, resolve
+from .config_mount import config_flag, config_maps, pod_mounts, resolve
 from .helm import model_specs
 from .kubernetes import RUNTIME_KINDS, container, inference_service, kubeai_model, runtimes, workload_labels
 from .layout import Layout
+from .script_file import is_script, script_servers
 from .servers import Server, normal_model
 from .vllm_args import model_of, served_names
 from .yaml_doc import YamlDoc, get, items, text_of
@@ -30,7 +31,16 @@ class Deployment:
 
 
 def read_deployment(text: str, file: str, path: Path) -> Deployment:
-    """The file's servers (BadInput when it is not YAML vllm-fit can read)."""
+    """The file's servers (BadInput when it is not YAML vllm-fit can read); a shell script's, read as the
+    shell runs it."""
+    if is_script(text, path):
+        servers = script_servers(text, file)
+        for server in servers:
+            flag = config_flag(server)
+            if flag is not None:
+                server.config_unread = "%s (a file where the script runs)" % (flag.text or "--config without a file")
+            _identify(server)
+        return Deployment(path, text, YamlDoc("", file), servers)
     doc = YamlDoc(text, file)
     return Deployment(path, text, doc, find_servers(doc))
 
@@ -105,6 +115,6 @@ def _identify(server: Server) -> None:
     if model is not None and not model.unknown:
         server.model = server.model or model.text
     elif server.model is None and model is not None:
-        server.model = None
+        server.model_from = model.unknown
     server.model = normal_model(server.model)
     server.names = tuple(dict.fromkeys([*server.names, *served_names(server.program, server.read_args)]))

@@ -18,11 +18,16 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import one_line
 from . import shell
+from .container_run import container_run
 from .layout import KeySlot
-from .vllm_args import Args, Program, parse, program_of
+from .vllm_args import Args, Program, open_word, parse, program_of
 from .words import After, Word
 
 SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
+LAUNCHERS = frozenset({"sudo", "srun", "mpirun", "uv", "conda", "mamba", "micromamba", "pixi", "poetry", "pipenv",
+                       "apptainer", "singularity", "taskset", "numactl", "nice", "ionice", "chrt", "timeout", "stdbuf",
+                       "setsid", "unbuffer"})
+"""Programs that run the command after their own words (a script's `srun vllm serve ...`)."""
 
 
 class ServerKind(Enum):
@@ -34,6 +39,7 @@ class ServerKind(Enum):
     KSERVE = "KServe InferenceService"
     KUBEAI = "KubeAI Model"
     CONFIG = "vllm serve --config file"
+    SCRIPT = "shell script"
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,8 @@ class Server:
     """Why no setting may be added to it ("" when one may)."""
     config_words: Tuple[Word, ...] = ()
     """The options of the `--config` file its vLLM reads (config_mount.py): spliced in before its own."""
+    model_from: str = ""
+    """Where its model comes from when the file does not hold it (`${MODEL:-org/m}`, a Secret)."""
     config_unread: str = ""
     """The `--config` file its vLLM reads that apply could not read, and why ("" when none)."""
 
@@ -95,6 +103,13 @@ class Server:
         own are ever edited."""
         mine, config = self.args, parse(self.config_words)
         return Args(config.options + mine.options, mine.positionals)
+
+    @property
+    def open_options(self) -> str:
+        """A word of its command line that may set any option, which the file does not hold, and where it
+        comes from ("" when none)."""
+        word = open_word(self.program, self.args) if self.program is not None else None
+        return word.unknown if word is not None else ""
 
     def addition(self, option: str) -> Optional[Addition]:
         return self.additions.get(option) or self.additions.get("*")
@@ -120,6 +135,8 @@ class Invocation:
     program: Program
     words: Tuple[Word, ...]
     label: str = ""
+    image: str = ""
+    """The image a `docker run` in a script starts ("" where the command is not one)."""
 
 
 def invocations(argv: Sequence[Word], env: Mapping[str, Word]) -> Tuple[List[Invocation], str]:
@@ -148,11 +165,27 @@ def invocations(argv: Sequence[Word], env: Mapping[str, Word]) -> Tuple[List[Inv
         return [], "its %s script has %s, which vllm-fit does not follow" % (argv[0].text, exc)
     runs = []
     for number, command in enumerate(commands, start=1):
-        found = program_of(command)
-        if found is not None:
-            label = "command %d of the script" % number if len(commands) > 1 else ""
-            runs.append(Invocation(found[0], tuple(command[found[1]:]), label))
+        run = script_invocation(command, "command %d of the script" % number if len(commands) > 1 else "")
+        if run is not None:
+            runs.append(run)
     return runs, ""
+
+
+def script_invocation(command: Sequence[Word], label: str) -> Optional[Invocation]:
+    """The vLLM server one command of a script runs: directly, after a launcher (`srun`, `uv run`, `sudo`
+    ...), or in the container of a `docker run`; None where it runs none."""
+    launched = bool(command) and os.path.basename(command[0].text) in LAUNCHERS
+    for start in range(len(command) if launched else min(len(command), 1)):
+        container = container_run(command[start:])
+        if container is not None:
+            found = program_of(container.argv) if container.argv else None
+            if found is None or container.argv is None:
+                return None
+            return Invocation(found[0], tuple(container.argv[found[1]:]), label, container.image.text)
+        found = program_of(command[start:])
+        if found is not None:
+            return Invocation(found[0], tuple(command[start + found[1]:]), label)
+    return None
 
 
 def describe_problem(where: str, problem: str) -> str:

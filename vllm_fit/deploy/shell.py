@@ -5,22 +5,27 @@ script is split here (shell_split.py), then each word expanded as the shell woul
 from the container's environment (split on white space where unquoted), $0...$9, $@ and $* from the
 words after the script, reserved words (if, then, do, exec, env, nohup ...) and assignments before a
 command dropped. A command substitution, arithmetic or a variable the environment does not hold
-leaves the word `unknown`. A here-document is not followed: the script is refused from there.
+leaves the word `unknown`. Assignments the script makes itself (`LEN=8192`, `export LEN=8192`) set
+the variable for the commands after them, located where the value is written; one made inside an `if`,
+a loop, a `case` or braces (a function) leaves the variable unknown (which branch runs, and when, is not
+known here), as do `read`, a `for` loop's variable, and `source`/`.`/`eval` (for every variable). A
+here-document's text is input, not a command (shell_split.py skips it).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import List, Mapping, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .shell_split import RawWord, ShellUnsupported, split
+from .shell_split import Piece, RawWord, ShellUnsupported, split
 from .words import After, Place, Word
 
 __all__ = ["ShellUnsupported", "commands", "shellwords"]
 RESERVED = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac", "{", "}",
             "!", "time", "exec", "nohup", "command", "builtin", "eval"}
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+POSITIONAL = re.compile(r"\$[0-9@*]")
 
 def shellwords(command: Word) -> List[Word]:
     """A Compose `command:` or `entrypoint:` string as Compose splits it (no shell runs)."""
@@ -28,14 +33,61 @@ def shellwords(command: Word) -> List[Word]:
     return [w for raw in (found[0] if found else []) for w in _expand(raw, command, {}, [])]
 
 
-def commands(script: Word, env: Mapping[str, Word], positional: Sequence[Word]) -> List[List[Word]]:
+OPENERS = {"if", "while", "until", "for", "case", "{"}
+CLOSERS = {"fi", "done", "esac", "}"}
+DECLARES = {"export", "readonly", "declare", "typeset", "local"}
+
+
+def commands(script: Word, env: Mapping[str, Word], positional: Optional[Sequence[Word]]) -> List[List[Word]]:
     """The script's simple commands as the argv words they run (reserved words, assignments and `env`
-    prefixes removed), every word expanded and placed in the file."""
+    prefixes removed), every word expanded and placed in the file. `positional`: the words after the
+    script ($0 first), None where they are given where the script runs (a script file's arguments)."""
     found = []
+    variables: Dict[str, Word] = dict(env)
+    depth = 0
     for raw_words in split(script.text):
-        words = [w for raw in raw_words for w in _expand(raw, script, env, positional)]
+        words = [w for raw in raw_words for w in _expand(raw, script, variables, positional)]
+        depth = _assign(words, variables, depth)
         found.append(_strip_prefix(words))
     return [c for c in found if c]
+
+
+def _assign(words: List[Word], variables: Dict[str, Word], depth: int) -> int:
+    """Record the variables a command sets for the commands after it (an assignment alone, or `export`
+    and its kin); returns the nesting depth of if/loop/case/braces after the command's reserved words."""
+    at = 0
+    while at < len(words) and words[at].text in RESERVED:
+        depth += words[at].text in OPENERS
+        depth -= words[at].text in CLOSERS and depth > 0
+        at += 1
+    rest = words[at:]
+    first = rest[0].text if rest else ""
+    if first in (".", "source", "eval"):
+        for name in variables:  # a sourced file or an eval may set any of them
+            variables[name] = Word.made("$" + name, unknown="$%s (perhaps set by the script's %s)" % (name, first))
+        return depth
+    if first == "read" or (at and words[at - 1].text == "for"):
+        for word in (rest[1:] if first == "read" else rest[:1]):
+            if not word.text.startswith("-"):
+                variables[word.text] = Word.made("$" + word.text, unknown="$%s (set by %s as the script runs)"
+                                                 % (word.text, "read" if first == "read" else "a for loop"))
+        return depth
+    if first == "unset":
+        for word in rest[1:]:
+            variables.pop(word.text, None)
+        return depth
+    if rest and rest[0].text in DECLARES:
+        rest = [w for w in rest[1:] if ASSIGNMENT.match(w.text)]
+    elif not all(ASSIGNMENT.match(w.text) for w in rest):
+        return depth  # VAR=value before a program sets it for that program only
+    for word in rest:
+        name = word.text.split("=", 1)[0]
+        if depth:
+            variables[name] = Word.made("$" + name,
+                                        unknown="$%s (set inside an if, a loop, a case or a function)" % name)
+        else:
+            variables[name] = word.sliced(len(name) + 1, len(word.text))
+    return depth
 
 
 def _strip_prefix(words: List[Word]) -> List[Word]:
@@ -54,12 +106,16 @@ def _strip_prefix(words: List[Word]) -> List[Word]:
     return words[at:]
 
 
-def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Sequence[Word]) -> List[Word]:
+def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Optional[Sequence[Word]]) -> List[Word]:
     """One raw word as the argv words it becomes (several where an unquoted expansion splits, or "$@")."""
-    if len(raw.pieces) == 1 and raw.pieces[0].kind == "pos" and raw.pieces[0].text == "@":
+    if positional is None:
+        raw = RawWord([Piece("dyn", "$" + p.text, p.index, p.quoted) if p.kind == "pos"
+                       else p for p in raw.pieces], raw.end)
+    elif len(raw.pieces) == 1 and raw.pieces[0].kind == "pos" and raw.pieces[0].text == "@":
         if raw.pieces[0].quoted:
             return list(positional[1:])  # "$@": each argument one word, as it is
         return [part for arg in positional[1:] for part in _split_word(arg)]
+    given: Sequence[Word] = positional or ()  # None: every positional piece was made unknown above
     fields: List[_Field] = [_Field()]
     unknown = ""
     for piece in raw.pieces:
@@ -68,9 +124,9 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Seq
         elif piece.kind == "var" and piece.text in env:
             value = env[piece.text]
             unknown = unknown or value.unknown
-            _append(fields, value, split=not piece.quoted)
+            _append(fields, value, split=not piece.quoted and not value.unknown)  # unknown: its text is a stand-in
         elif piece.kind == "pos" and piece.text in "@*":
-            for index, arg in enumerate(positional[1:]):
+            for index, arg in enumerate(given[1:]):
                 if index and (piece.text == "@" or not piece.quoted):
                     fields.append(_Field())
                 elif index:
@@ -78,10 +134,11 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Seq
                 _append(fields, arg, split=not piece.quoted)
                 fields[-1].after = arg.after  # a word added after the last argument reaches "$@"
         elif piece.kind == "pos":
-            if int(piece.text) < len(positional):
-                _append(fields, positional[int(piece.text)], split=not piece.quoted)
+            if int(piece.text) < len(given):
+                _append(fields, given[int(piece.text)], split=not piece.quoted)
         else:
-            unknown = unknown or ("$%s" % piece.text if piece.kind == "var" else piece.text)
+            unknown = unknown or ("$%s" % piece.text if piece.kind == "var" else piece.text +
+                                  (" (the script's arguments)" if POSITIONAL.fullmatch(piece.text) else ""))
             for char in ("${%s}" % piece.text if piece.kind == "var" else piece.text):
                 fields[-1].add(char, -1)
     if not any(f.chars for f in fields) and not any(p.quoted for p in raw.pieces):

@@ -3,7 +3,8 @@
 The POSIX rules that matter for finding a command's argv: quotes ('...', "...", backslash), comments,
 line continuations, control operators (; & && | || newline, parentheses), redirections (dropped with
 their target), and expansions kept as pieces ($NAME, ${NAME}, $0-$9, $@, $*; $(...), `...` and other
-forms as pieces that are not known). Compose's own splitting of a command string (go-shellwords) is
+forms as pieces that are not known); a here-document's text is skipped (it is input, not argv).
+Compose's own splitting of a command string (go-shellwords) is
 the same with `compose=True`.
 """
 
@@ -11,16 +12,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+REDIRECT = re.compile(r"[0-9]*(<<<|<<-|<<|>>|<&|>&|&>|<>|>\||<|>)")
+HEREDOC_WORD = re.compile(r"[ \t]*('[^'\n]*'|\"[^\"\n]*\"|[^\s;&|<>()]+)")
 
 
 OPERATORS = ("&&", "||", ";;", ";", "&", "|", "(", ")")
 
 
 class ShellUnsupported(ValueError):
-    """A construct this splitter does not follow (a here-document, an unclosed quote)."""
+    """A construct this splitter does not follow (an unclosed quote, a here-document without its word)."""
 
 
 @dataclass
@@ -47,6 +50,8 @@ def split(script: str, compose: bool = False) -> List[List[RawWord]]:
     backquotes are plain characters (Compose interpolated them before), line breaks are spaces, and an
     unquoted operator or redirection ends the command, the rest silently dropped."""
     commands: List[List[RawWord]] = [[]]
+    bodies: List[Tuple[str, bool]] = []
+    """Here-documents opened on the current line: their delimiters, and whether tabs are stripped (<<-)."""
     word: Optional[RawWord] = None
     redirect_target = False
     at, n = 0, len(script)
@@ -73,7 +78,8 @@ def split(script: str, compose: bool = False) -> List[List[RawWord]]:
             finish()
             if not compose:
                 commands.append([])
-            at += 1
+            at = _after_bodies(script, at + 1, bodies)
+            bodies = []
             continue
         if compose and char in ";&|<>":
             break
@@ -89,11 +95,16 @@ def split(script: str, compose: bool = False) -> List[List[RawWord]]:
             commands.append([])
             at += len(operator)
             continue
-        redirect = re.compile(r"[0-9]*(<<|>>|<&|>&|&>|<>|>\||<|>)").match(script, at)
+        redirect = REDIRECT.match(script, at)
         if redirect and (word is None or all(p.kind == "lit" and p.text.isdigit() for p in word.pieces)):
-            if redirect.group(1) == "<<":
-                raise ShellUnsupported("a here-document")
             word = None
+            if redirect.group(1) in ("<<", "<<-"):
+                delimiter = HEREDOC_WORD.match(script, redirect.end())
+                if delimiter is None:
+                    raise ShellUnsupported("a here-document without its word")
+                bodies.append((re.sub(r"[\\'\"]", "", delimiter.group(1)), redirect.group(1) == "<<-"))
+                at = delimiter.end()
+                continue
             at = redirect.end()
             target = re.compile(r"[ \t]*(-|[0-9]+)(?=[\s;&|)]|$)").match(script, at)
             if redirect.group(1) in ("<&", ">&") and target:
@@ -107,6 +118,20 @@ def split(script: str, compose: bool = False) -> List[List[RawWord]]:
         word.end = at
     finish()
     return [command for command in commands if command]
+
+
+def _after_bodies(script: str, at: int, bodies: List[Tuple[str, bool]]) -> int:
+    """Skip the here-documents' text that starts at `at` (a program's input, not its argv): each runs up
+    to a line that is its delimiter (after leading tabs, for <<-), or to the end of the script."""
+    for delimiter, strip_tabs in bodies:
+        while at < len(script):
+            end = script.find("\n", at)
+            end = len(script) if end < 0 else end
+            line = script[at:end].rstrip("\r")
+            at = end + 1
+            if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                break
+    return min(at, len(script))
 
 
 def _piece(script: str, at: int, word: RawWord, compose: bool = False) -> int:

@@ -158,8 +158,19 @@ def model_of(program: Program, args: Args) -> Optional[Word]:
 
 
 def served_names(program: Program, args: Args) -> List[str]:
-    """The names clients use: --served-model-name's values (KServe: --model_name)."""
+    """The names clients use: --served-model-name's values (KServe: --model_name), those the file holds."""
     option = args.last("--model-name" if program is Program.KSERVE else "--served-model-name")
     if option is None:
         return []
-    return [option.value] if option.inline and option.value else [v.text for v in option.values]
+    if option.inline:
+        return [option.value] if option.value and not option.flag.unknown else []
+    return [v.text for v in option.values if not v.unknown]
+
+
+def open_word(program: Program, args: Args) -> Optional[Word]:
+    """A word the file does not hold that may itself be options (`$(EXTRA_ARGS)`, a script's `"$@"`): an
+    unknown word that is not the model's slot nor one option's single value. Whatever it sets wins over
+    the options before it, so nothing about them is known."""
+    extra = args.positionals[1:] if program is Program.SERVE else args.positionals
+    listed = [w for o in args.options if o.name in MANY_VALUES for w in o.values]
+    return next((w for w in (*extra, *listed) if w.unknown), None)
