@@ -14,7 +14,12 @@ from typing import List, Tuple
 
 import pytest
 from conftest import ROOT
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from deploy_oracle import RECORD_ENV, STUB, vllm_args, vllm_parse
+
+from vllm_fit.deploy.deployment import read_deployment
+from vllm_fit.errors import FitError
 
 SCRIPTS = ROOT / "tests" / "data" / "deploy" / "scripts"
 PASS_ON = """#!/bin/sh
@@ -267,3 +272,24 @@ def test_every_script_is_listed_with_its_origin():
     listed = (SCRIPTS.parent / "SOURCES.md").read_text()
     for path in SCRIPTS.glob("*.sh"):
         assert "| scripts/%s |" % path.name in listed, path.name
+
+
+SHELL_TOKENS = ["vllm serve", "python -u -m vllm.entrypoints.openai.api_server", "docker run", "srun", "-e", "--gpus",
+                "vllm/vllm-openai:v0.32.0", "org/m", "--max-model-len", "8192", "--gpu-memory-utilization=0.9",
+                "$LEN", "${LEN}", "${LEN:-1}", "$(date)", "`x`", "$1", '"$@"', "LEN=4096", "export LEN=1", "if", "then",
+                "fi", "for", "do", "done", "{", "}", "(", ")", ";", "&&", "|", "&", "<<", "<<-", "EOF", "'EOF'", "\t",
+                "\n", "\\\n", '"', "'", "#", "\\", "$", "=", "--config", "c.yaml", "source", "read", "<<<", ">", "2>&1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(SHELL_TOKENS), max_size=40).map(" ".join))
+def test_any_script_text_is_read_or_refused_in_one_line(text):
+    """Whatever a .sh file holds, the reader answers (servers with their options) or refuses with BadInput."""
+    try:
+        deployment = read_deployment(text, "x.sh", Path("x.sh"))
+    except FitError as exc:
+        assert str(exc) and "\n" not in str(exc).strip()
+        return
+    for server in deployment.servers:
+        assert server.path.startswith("line ") or server.problem
+        _ = (server.read_args.effective(), server.open_options, server.model, server.names)

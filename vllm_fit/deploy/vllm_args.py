@@ -23,6 +23,7 @@ SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_se
 KSERVE_MODULE = "huggingfaceserver"
 PYTHON = re.compile(r"(.*/)?python[0-9.]*$")
 NEGATIVE = re.compile(r"-[0-9.]+$")
+PYTHON_FLAG = re.compile(r"-[bBdEhiIOqsSuvVxPR]+$|-[XW]$|-[XW].+$")
 
 
 class Program(Enum):
@@ -38,13 +39,19 @@ def program_of(words: Sequence[Word]) -> Optional[Tuple[Program, int]]:
     texts = [w.text for w in words]
     if len(texts) >= 2 and os.path.basename(texts[0]) == "vllm" and texts[1] == "serve":
         return Program.SERVE, 2
-    if len(texts) >= 3 and PYTHON.match(texts[0]) and texts[1] == "-m":
-        if texts[2] in SERVER_MODULES:
-            return Program.API_SERVER, 3
-        if texts[2] == "vllm.entrypoints.cli.main" and texts[3:4] == ["serve"]:
-            return Program.SERVE, 4
-        if texts[2] == KSERVE_MODULE:
-            return Program.KSERVE, 3
+    if not texts or not PYTHON.match(texts[0]):
+        return None
+    at = 1  # python's own options before -m: -u, -O, -X importtime, -W ignore ...
+    while at < len(texts) and PYTHON_FLAG.match(texts[at]):
+        at += 2 if texts[at] in ("-X", "-W") else 1
+    if texts[at:at + 1] == ["-m"] and at + 1 < len(texts):
+        module = texts[at + 1]
+        if module in SERVER_MODULES:
+            return Program.API_SERVER, at + 2
+        if module == "vllm.entrypoints.cli.main" and texts[at + 2:at + 3] == ["serve"]:
+            return Program.SERVE, at + 3
+        if module == KSERVE_MODULE:
+            return Program.KSERVE, at + 2
     return None
 
 
