@@ -14,9 +14,9 @@ from typing import List, Tuple
 
 import pytest
 from conftest import ROOT
+from deploy_oracle import RECORD_ENV, STUB, vllm_args, vllm_parse
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from deploy_oracle import RECORD_ENV, STUB, vllm_args, vllm_parse
 
 from vllm_fit.deploy.deployment import read_deployment
 from vllm_fit.errors import FitError
