@@ -1,7 +1,8 @@
-"""`vllm-fit apply` on shell scripts that start vLLM: real public scripts (tests/data/deploy/scripts, origins in
-SOURCES.md) and the shapes around them. The edited script is run by the real bash with stub programs (vllm,
-python, docker, uv, srun) that record what vLLM would get, parsed by vLLM's own parser (tests/deploy_oracle.py);
-and arguments the file does not hold (a script's "$@", a Kubernetes $(EXTRA_ARGS)) keep a server unwritten."""
+"""`vllm-fit apply` on shell scripts that start vLLM, and on SkyPilot tasks and dstack configurations (a
+script in YAML): real public files (tests/data/deploy/scripts and tasks, origins in SOURCES.md) and the
+shapes around them. The edited script is run by the real bash with stub programs (vllm, python, docker,
+uv, srun) that record what vLLM would get, parsed by vLLM's own parser (tests/deploy_oracle.py); and
+arguments the file does not hold (a script's "$@", a Kubernetes $(EXTRA_ARGS)) keep a server unwritten."""
 
 from __future__ import annotations
 
@@ -268,11 +269,93 @@ def test_a_script_vllm_fit_cannot_follow_is_refused_in_one_line(tmp_path, text):
     assert "Traceback" not in done.stderr and (tmp_path / "serve.sh").read_text() == text
 
 
-def test_every_script_is_listed_with_its_origin():
+def test_every_script_and_task_is_listed_with_its_origin():
     listed = (SCRIPTS.parent / "SOURCES.md").read_text()
-    for path in SCRIPTS.glob("*.sh"):
-        assert "| scripts/%s |" % path.name in listed, path.name
+    for path in [*SCRIPTS.iterdir(), *TASKS.iterdir()]:
+        assert "| %s/%s |" % (path.parent.name, path.name) in listed, path.name
 
+
+TASKS = ROOT / "tests" / "data" / "deploy" / "tasks"
+TASK_EDITS: List[Tuple[str, str, str, List[str], List[str]]] = [
+    ("skypilot-vllm-service.yaml", "meta-llama/Llama-2-7b-chat-hf", "NVIDIA L4",
+     ["    --host 0.0.0.0"], ["    --host 0.0.0.0 --max-model-len 12345 --gpu-memory-utilization 0.87"]),
+    ("skypilot-serve-openai-api-docker.yaml", "meta-llama/Llama-2-7b-chat-hf", "NVIDIA A10G",
+     ["    --host 0.0.0.0"], ["    --host 0.0.0.0 --max-model-len 12345 --gpu-memory-utilization 0.87"]),
+    ("skypilot-vllm-llama4.sky.yaml", "meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8", "NVIDIA H200",
+     ["    --max-model-len 430000"], ["    --max-model-len 12345 --gpu-memory-utilization 0.87"]),
+    ("dstack-vllm-amd.dstack.yml", "meta-llama/Meta-Llama-3.1-70B-Instruct", "AMD Instinct MI300X",
+     ["  - MAX_MODEL_LEN=126192", "      --port 8000"],
+     ["  - MAX_MODEL_LEN=12345", "      --port 8000 --gpu-memory-utilization 0.87"]),
+]
+
+
+def _apply_task(folder: Path, task: str, model: str, device: str) -> subprocess.CompletedProcess:
+    shutil.copy(TASKS / task, folder / task)
+    return apply(folder, task, "# device: %s\nmodel: %s\nmax-model-len: 12345\ngpu-memory-utilization: 0.87\n"
+                 % (device, model))
+
+
+@pytest.mark.parametrize("task, model, device, removed, added", TASK_EDITS, ids=[t[0] for t in TASK_EDITS])
+def test_each_real_skypilot_and_dstack_file_gets_exactly_the_fit(tmp_path, task, model, device, removed, added):
+    """The run script's command line, or the `envs`/`env` entry its `$VAR` comes from."""
+    before = (TASKS / task).read_text()
+    done = _apply_task(tmp_path, task, model, device)
+    assert done.returncode == 0, done.stderr
+    assert _changed(before, (tmp_path / task).read_text()) == (removed, added)
+
+
+def _task_run(text: str, folder: Path) -> List[str]:
+    """What vLLM gets when the task's script runs: SkyPilot's `run` with its `envs`, dstack's `commands` with its
+    `env`, run by bash with only recording stubs on PATH (pip, wget, git ... are not found and do nothing)."""
+    import yaml
+
+    task = yaml.safe_load(text)
+    if "run" in task:
+        script, env = task["run"], {k: str(v) for k, v in (task.get("envs") or {}).items() if v is not None}
+        env["SKYPILOT_NUM_GPUS_PER_NODE"] = "8"  # SkyPilot's own, set on the node
+    else:
+        script = "\n".join(task["commands"])
+        env = dict(e.split("=", 1) for e in task.get("env") or [] if "=" in e)
+    stubs = folder / "stubs"
+    stubs.mkdir(exist_ok=True)
+    for name in ("vllm", "python", "python3"):
+        (stubs / name).write_text(STUB)
+        (stubs / name).chmod(0o755)
+    record = folder / "record"
+    record.write_bytes(b"")
+    subprocess.run(["/bin/bash", "-c", script], env={**env, "PATH": str(stubs), RECORD_ENV: str(record)},
+                   cwd=str(folder), capture_output=True, timeout=60, check=False)
+    runs = [r.split("\x1f")[:-1] for r in record.read_bytes().decode().split("\x1e") if r]
+    servers = [vllm_args(r) for r in runs if vllm_args(r) is not None]
+    assert len(servers) == 1, runs
+    return servers[0]  # type: ignore[return-value]
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("task, model, device, removed, added", TASK_EDITS, ids=[t[0] for t in TASK_EDITS])
+def test_bash_and_vllm_read_the_fit_from_the_edited_task(tmp_path, task, model, device, removed, added):
+    pytest.importorskip("vllm")
+    was = vllm_parse(_task_run((TASKS / task).read_text(), tmp_path))
+    assert _apply_task(tmp_path, task, model, device).returncode == 0
+    now = vllm_parse(_task_run((tmp_path / task).read_text(), tmp_path))
+    assert ((now.model_tag or now.model), now.max_model_len, now.gpu_memory_utilization) == (model, 12345, 0.87)
+    changed = ("max_model_len", "gpu_memory_utilization")
+    assert {k: v for k, v in vars(now).items() if k not in changed} == \
+        {k: v for k, v in vars(was).items() if k not in changed}
+
+
+def test_a_task_on_another_gpu_is_not_lowered_and_its_launch_values_are_not_written(tmp_path):
+    """dstack's file asks for MI300X: a lower length from an H100 is refused. A SkyPilot env left null is given
+    at launch: a length read from it is not written."""
+    done = _apply_task(tmp_path, "dstack-vllm-amd.dstack.yml", "meta-llama/Meta-Llama-3.1-70B-Instruct", "NVIDIA H100")
+    assert done.returncode == 2 and "the deployment asks for MI300X, the fit was found on NVIDIA H100" in done.stderr
+    text = (TASKS / "skypilot-vllm-llama4.sky.yaml").read_text().replace(
+        "  MODEL_NAME:", "  MAX_LEN: null\n  MODEL_NAME:").replace("--max-model-len 430000", "--max-model-len $MAX_LEN")
+    (tmp_path / "task.yaml").write_text(text)
+    done = apply(tmp_path, "task.yaml", "model: meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8\n"
+                 "max-model-len: 12345\ngpu-memory-utilization: 0.87\n")
+    assert done.returncode == 2 and "$MAX_LEN (given with --env when the task is launched)" in done.stderr
+    assert (tmp_path / "task.yaml").read_text() == text
 
 SHELL_TOKENS = ["vllm serve", "python -u -m vllm.entrypoints.openai.api_server", "docker run", "srun", "-e", "--gpus",
                 "vllm/vllm-openai:v0.32.0", "org/m", "--max-model-len", "8192", "--gpu-memory-utilization=0.9",

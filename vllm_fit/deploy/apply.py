@@ -23,6 +23,7 @@ from ..files.locks import Locked, locked_files
 from .deployment import Deployment, read_deployment
 from .edits import Change, Planner, read_number
 from .fits import Fit, Source
+from .images import is_vllm_image
 from .matching import match
 from .prove import prove
 from .servers import Server
@@ -57,9 +58,9 @@ def _squash(text: str) -> str:
 
 
 def mismatch(server: Server, fit: Fit) -> Optional[str]:
-    """Why this fit may not hold for this server: another vLLM version in its image tag, another GPU in
+    """Why this fit may not hold for this server: another vLLM version in its (vLLM) image's tag, another GPU in
     its node selector or labels (None when the file declares nothing else)."""
-    if server.image and fit.vllm_version:
+    if server.image and fit.vllm_version and is_vllm_image(server.image):  # python:3.11's tag is not vLLM's
         tag = re.search(r":v?(\d+\.\d+(?:\.\d+)?)", server.image)
         found = re.match(r"\d+\.\d+(?:\.\d+)?", fit.vllm_version)
         if tag and found and tag.group(1) != found.group(0):
@@ -159,7 +160,8 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
         return BadInput("%s holds only the KServe runtime %s, a template; apply the fit to the InferenceService"
                         " that uses it" % (templates[0].file, templates[0].where))
     return BadInput("no vLLM server in %s (Kubernetes containers, compose services, production-stack values,"
-                    " KServe InferenceServices, KubeAI Models, --config YAML, shell scripts)"
+                    " KServe InferenceServices, KubeAI Models, --config YAML, shell scripts, SkyPilot tasks, dstack"
+                    " configurations)"
                     % ", ".join(str(d.path) for d in deployments))
 
 

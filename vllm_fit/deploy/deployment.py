@@ -16,6 +16,7 @@ from .kubernetes import RUNTIME_KINDS, container, inference_service, kubeai_mode
 from .layout import Layout
 from .script_file import is_script, script_servers
 from .servers import Server, normal_model
+from .task_files import is_dstack, is_skypilot, task_servers
 from .vllm_args import model_of, served_names
 from .yaml_doc import YamlDoc, get, items, text_of
 
@@ -58,6 +59,8 @@ def find_servers(doc: YamlDoc) -> List[Server]:
             found += services(doc, layout, root, number)
         elif looks_like_config(root):
             found.append(config_server(doc, layout, root, number))
+        elif is_skypilot(root) or is_dstack(root):
+            found += task_servers(doc, layout, root, number)
         else:
             found += _walk(doc, layout, root, "doc %d" % number, known, maps)
     for server in found:

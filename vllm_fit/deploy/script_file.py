@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import List
+from typing import List, Mapping, Sequence, Tuple
 
 from . import shell
-from .servers import Addition, Server, ServerKind, script_invocation
+from .servers import Addition, Invocation, Server, ServerKind, script_invocation
 from .words import Word
 
 SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".sbatch", ".slurm", ".pbs", ".lsf")
@@ -28,28 +28,42 @@ def is_script(text: str, path: Path) -> bool:
     return path.suffix.lower() in SUFFIXES or bool(SHEBANG.match(text))
 
 
+def script_runs(script: Word, env: Mapping[str, Word]) -> Tuple[List[Tuple[Invocation, List[Word]]], str]:
+    """The vLLM servers a script starts, each with the whole command that runs it, and the problem that
+    hides them ("" when none)."""
+    try:
+        commands = shell.commands(script, env, None)
+    except shell.ShellUnsupported as exc:
+        return [], "it has %s, which vllm-fit does not follow" % exc
+    runs = [(run, command) for command in commands for run in [script_invocation(command, "")] if run is not None]
+    return runs, ""
+
+
+def line_of(text: str, command: Sequence[Word]) -> int:
+    """The file line a command starts on (its first character written in the file)."""
+    first = next((at for word in command for at in word.offsets if at >= 0), 0)
+    return text.count("\n", 0, first) + 1
+
+
+def server_of_run(server: Server, run: Invocation, command: Sequence[Word]) -> Server:
+    """A server given its program, its words, and where a missing option goes (after its last word)."""
+    server.program, server.words = run.program, run.words
+    server.image = server.image or run.image or None
+    last = run.words[-1].after if run.words else command[-1].after
+    if last is not None:
+        server.additions["*"] = Addition(after=last)
+    return server
+
+
 def script_servers(text: str, file: str) -> List[Server]:
     """Every vLLM server the script starts; one that cannot be read (an unclosed quote) says why."""
-    script = Word(text, tuple(range(len(text))), path="script")
-    try:
-        commands = shell.commands(script, {}, None)
-    except shell.ShellUnsupported as exc:
-        if "vllm" not in text:
-            return []
-        return [Server(file, "the script", ServerKind.SCRIPT, problem="it has %s, which vllm-fit does not follow"
-                       % exc)]
+    runs, problem = script_runs(Word(text, tuple(range(len(text))), path="script"), {})
+    if problem:
+        return [Server(file, "the script", ServerKind.SCRIPT, problem=problem)] if "vllm" in text else []
     servers: List[Server] = []
-    for number, command in enumerate(commands, start=1):
-        run = script_invocation(command, "")
-        if run is None:
-            continue
-        first = next((at for word in command for at in word.offsets if at >= 0), 0)
-        path = "line %d" % (text.count("\n", 0, first) + 1)
+    for number, (run, command) in enumerate(runs, start=1):
+        path = "line %d" % line_of(text, command)
         if any(s.path == path for s in servers):
-            path += " (command %d)" % number
-        server = Server(file, path, ServerKind.SCRIPT, program=run.program, words=run.words, image=run.image or None)
-        last = run.words[-1].after if run.words else command[-1].after
-        if last is not None:
-            server.additions["*"] = Addition(after=last)
-        servers.append(server)
+            path += " (server %d)" % number
+        servers.append(server_of_run(Server(file, path, ServerKind.SCRIPT), run, command))
     return servers

@@ -40,6 +40,8 @@ class ServerKind(Enum):
     KUBEAI = "KubeAI Model"
     CONFIG = "vllm serve --config file"
     SCRIPT = "shell script"
+    SKYPILOT = "SkyPilot task"
+    DSTACK = "dstack configuration"
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,7 @@ class YamlDoc:
         return found
 
 
-def items(node: Node) -> List[Tuple[str, Node]]:
+def items(node: Optional[Node]) -> List[Tuple[str, Node]]:
     """A mapping's (key, value) pairs with `<<` merges applied (its own keys win, then merged mappings in
     order); keys that are not plain scalars are left out."""
     if not isinstance(node, MappingNode):
