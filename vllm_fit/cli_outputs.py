@@ -136,8 +136,8 @@ def plot_command(report: str, out: str) -> int:
 @click.argument("more", metavar="[FILE...]", nargs=-1)
 @click.option("--to", "targets", metavar="FILE...", multiple=True, required=True,
               help="The deployment files to update (Kubernetes manifests, KServe InferenceServices, production-stack"
-                   " values, compose files, --config YAML, shell scripts that run vllm serve or docker run, SkyPilot"
-                   " tasks, dstack configurations);"
+                   " values, compose files, --config YAML, shell scripts that run vllm serve or docker run,"
+                   " Dockerfiles, SkyPilot tasks, dstack configurations);"
                    " several may follow one --to (a shell glob).")
 @click.option("--check", is_flag=True, help="Change nothing; exit 1 with the diff when a file differs from the fit.")
 @click.option("--allow-mismatch", is_flag=True,

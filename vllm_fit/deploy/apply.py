@@ -160,8 +160,8 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
         return BadInput("%s holds only the KServe runtime %s, a template; apply the fit to the InferenceService"
                         " that uses it" % (templates[0].file, templates[0].where))
     return BadInput("no vLLM server in %s (Kubernetes containers, compose services, production-stack values,"
-                    " KServe InferenceServices, KubeAI Models, --config YAML, shell scripts, SkyPilot tasks, dstack"
-                    " configurations)"
+                    " KServe InferenceServices, KubeAI Models, --config YAML, shell scripts, Dockerfiles, SkyPilot"
+                    " tasks, dstack configurations)"
                     % ", ".join(str(d.path) for d in deployments))
 
 

@@ -11,6 +11,7 @@ from ruamel.yaml.nodes import MappingNode, Node, SequenceNode
 from .compose import services
 from .config_file import config_server, looks_like_config
 from .config_mount import config_flag, config_maps, pod_mounts, resolve
+from .dockerfile import dockerfile_servers, is_dockerfile
 from .helm import model_specs
 from .kubernetes import RUNTIME_KINDS, container, inference_service, kubeai_model, runtimes, workload_labels
 from .layout import Layout
@@ -34,8 +35,8 @@ class Deployment:
 def read_deployment(text: str, file: str, path: Path) -> Deployment:
     """The file's servers (BadInput when it is not YAML vllm-fit can read); a shell script's, read as the
     shell runs it."""
-    if is_script(text, path):
-        servers = script_servers(text, file)
+    if is_script(text, path) or is_dockerfile(path):
+        servers = script_servers(text, file) if is_script(text, path) else dockerfile_servers(text, file)
         for server in servers:
             flag = config_flag(server)
             if flag is not None:

@@ -11,12 +11,13 @@ command's last word, on its line.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import List, Mapping, Sequence, Tuple
 
 from . import shell
-from .servers import Addition, Invocation, Server, ServerKind, script_invocation
+from .servers import SHELLS, Addition, Invocation, Server, ServerKind, invocations, script_invocation
 from .words import Word
 
 SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".sbatch", ".slurm", ".pbs", ".lsf")
@@ -35,7 +36,16 @@ def script_runs(script: Word, env: Mapping[str, Word]) -> Tuple[List[Tuple[Invoc
         commands = shell.commands(script, env, None)
     except shell.ShellUnsupported as exc:
         return [], "it has %s, which vllm-fit does not follow" % exc
-    runs = [(run, command) for command in commands for run in [script_invocation(command, "")] if run is not None]
+    runs = []
+    for command in commands:
+        run = script_invocation(command, "")
+        if run is None and command and os.path.basename(command[0].text) in SHELLS:  # bash -c "vllm serve ..."
+            inner, problem = invocations(command, env)
+            if problem:
+                return [], problem
+            runs += [(found, command) for found in inner]
+        elif run is not None:
+            runs.append((run, command))
     return runs, ""
 
 

@@ -39,6 +39,7 @@ class ServerKind(Enum):
     KSERVE = "KServe InferenceService"
     KUBEAI = "KubeAI Model"
     CONFIG = "vllm serve --config file"
+    DOCKERFILE = "Dockerfile"
     SCRIPT = "shell script"
     SKYPILOT = "SkyPilot task"
     DSTACK = "dstack configuration"
@@ -141,10 +142,10 @@ class Invocation:
     """The image a `docker run` in a script starts ("" where the command is not one)."""
 
 
-def invocations(argv: Sequence[Word], env: Mapping[str, Word]) -> Tuple[List[Invocation], str]:
-    """The vLLM servers an argv runs, directly or through `sh -c SCRIPT [$0 $1 ...]`, and the problem
-    that hides them ("" when none)."""
-    if not argv:
+def invocations(argv: Sequence[Word], env: Mapping[str, Word], depth: int = 0) -> Tuple[List[Invocation], str]:
+    """The vLLM servers an argv runs, directly or through `sh -c SCRIPT [$0 $1 ...]` (a script's own
+    `bash -c "..."` followed too, three deep), and the problem that hides them ("" when none)."""
+    if not argv or depth > 3:
         return [], ""
     found = program_of(argv)
     if found is not None:
@@ -165,10 +166,16 @@ def invocations(argv: Sequence[Word], env: Mapping[str, Word]) -> Tuple[List[Inv
         commands = shell.commands(script, env, list(argv[at + 1:]))
     except shell.ShellUnsupported as exc:
         return [], "its %s script has %s, which vllm-fit does not follow" % (argv[0].text, exc)
-    runs = []
+    runs: List[Invocation] = []
     for number, command in enumerate(commands, start=1):
-        run = script_invocation(command, "command %d of the script" % number if len(commands) > 1 else "")
-        if run is not None:
+        label = "command %d of the script" % number if len(commands) > 1 else ""
+        run = script_invocation(command, label)
+        if run is None and command and os.path.basename(command[0].text) in SHELLS:
+            inner, problem = invocations(command, env, depth + 1)
+            if problem:
+                return [], problem
+            runs += [Invocation(i.program, i.words, i.label or label, i.image) for i in inner]
+        elif run is not None:
             runs.append(run)
     return runs, ""
 
