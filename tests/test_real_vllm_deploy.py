@@ -1,5 +1,6 @@
 """Deployment files on real vLLM (CPU backend, the tiny model): `verify` launches what each server of a
-Kubernetes Deployment, a production-stack values file and a compose file runs, and serves the full
+Kubernetes Deployment, a production-stack values file, a compose file, a shell script (`docker run`) and a
+Dockerfile runs, and serves the full
 request; and the nightly flow, search -> apply -> verify, proves the manifest the fit was written into.
 
 40 blocks of 64 KiB hold one sequence of at most 39 x 128 = 4992 tokens (one block is the null block).
@@ -54,6 +55,16 @@ COMPOSE = """services:
       --enforce-eager
 """
 
+SCRIPT = """#!/bin/bash
+LEN=1536
+docker run --rm --gpus all -v ./models:/models vllm/vllm-openai:v0.32.0 \\
+  /models/tiny --max-model-len "$LEN" --kv-cache-memory-bytes 2621440 --enforce-eager
+"""
+DOCKERFILE = """FROM vllm/vllm-openai:v0.32.0
+ENV LEN=1280
+ENTRYPOINT vllm serve /models/tiny --max-model-len $LEN --kv-cache-memory-bytes 2621440 --enforce-eager
+"""
+
 
 def served_env(real_env):
     env = dict(real_env)
@@ -67,18 +78,21 @@ def run(vllm_python, env, cwd, *args, timeout=900):
 
 
 def test_verify_launches_what_each_kind_of_deployment_runs(vllm_python, tiny_model, real_env, tmp_path):
-    for name, text in (("k8s.yaml", K8S), ("values.yaml", HELM), ("compose.yaml", COMPOSE)):
+    files = (("k8s.yaml", K8S), ("values.yaml", HELM), ("compose.yaml", COMPOSE), ("serve.sh", SCRIPT),
+             ("Dockerfile", DOCKERFILE))
+    for name, text in files:
         (tmp_path / name).write_text(text)
-    done = run(vllm_python, served_env(real_env), tmp_path, "verify", "k8s.yaml", "values.yaml", "compose.yaml",
+    done = run(vllm_python, served_env(real_env), tmp_path, "verify", *[name for name, _ in files],
                "--map-path", "/models/tiny=%s" % tiny_model, "--report", "verify.json", "--junit", "verify.xml")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     verdicts = json.loads((tmp_path / "verify.json").read_text())["verdicts"]
-    assert [v["status"] for v in verdicts] == ["ok", "ok", "ok"]
+    assert [v["status"] for v in verdicts] == ["ok"] * 5
     served = [v["trial"]["request"]["total_tokens"] for v in verdicts]
-    assert served == [3000, 2048, 1024]  # each server's own max-model-len, as its runtime passes it
+    assert served == [3000, 2048, 1024, 1536, 1280]  # each server's own max-model-len, as its runtime passes it
     assert "spec.template.spec.containers[0] (vllm, command 2 of the script)" in verdicts[0]["config"]
     assert "servingEngineSpec.modelSpec[0] (tiny)" in verdicts[1]["config"]
-    assert (tmp_path / "verify.xml").read_text().count("<testcase") == 3
+    assert "serve.sh, line 3" in verdicts[3]["config"] and "Dockerfile, line 3" in verdicts[4]["config"]
+    assert (tmp_path / "verify.xml").read_text().count("<testcase") == 5
 
 
 def test_verify_refuses_a_container_path_it_cannot_map(vllm_python, real_env, tmp_path):
