@@ -39,28 +39,28 @@ def is_dstack(root: MappingNode) -> bool:
 def task_servers(doc: YamlDoc, layout: Layout, root: MappingNode, number: int) -> List[Server]:
     """The vLLM servers a SkyPilot task's run script or a dstack configuration's commands start."""
     path = "doc %d" % number
-    skypilot = is_skypilot(root)
-    resources = get(root, "resources")
-    if skypilot:
-        kind, env, script = ServerKind.SKYPILOT, _skypilot_env(root, layout, path), \
-            layout.word(get(root, "run"), path + ", run")  # type: ignore[arg-type]
+    resources, run, commands = get(root, "resources"), get(root, "run"), get(root, "commands")
+    if isinstance(run, ScalarNode) and is_skypilot(root):
+        kind, env, script = ServerKind.SKYPILOT, _skypilot_env(root, layout, path), layout.word(run, path + ", run")
         image = (text_of(get(resources, "image_id")) or "").split("docker:", 1)[-1] or None
         gpus = _gpu_names(get(resources, "accelerators"))
         names: List[str] = []
-    else:
+    elif isinstance(commands, SequenceNode):
         kind, env, script = ServerKind.DSTACK, _dstack_env(root, layout, path), \
-            _joined(layout, get(root, "commands"), path + ", commands")  # type: ignore[arg-type]
+            _joined(layout, commands, path + ", commands")
         image = text_of(get(root, "image"))
         gpus = _gpu_names(get(resources, "gpu"))
         names = [n for n in [text_of(get(root, "name"))] if n]
+    else:
+        return []
     runs, problem = script_runs(script, env)
     if problem:
         return [Server(doc.file, path, kind, problem=problem, names=tuple(names))] if "vllm" in script.text else []
     servers = []
-    for run, command in runs:
+    for invocation, command in runs:
         label = "line %d" % line_of(doc.text, command)
         server = Server(doc.file, path, kind, names=tuple(names), image=image, gpu_labels=tuple(gpus), label=label)
-        servers.append(server_of_run(server, run, command))
+        servers.append(server_of_run(server, invocation, command))
     return servers
 
 
