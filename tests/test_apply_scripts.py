@@ -261,11 +261,13 @@ def test_a_docker_image_of_another_vllm_version_is_compared(tmp_path):
 @pytest.mark.parametrize("text", [
     "#!/bin/bash\nvllm serve org/m --max-model-len 'unclosed\n",
     "#!/bin/bash\nvllm serve org/m --max-model-len $(( 4096 * 2 ))\n",
+    "#!/bin/bash\nvllm serve org/m " + "$(" * 5000 + ")" * 5000 + "\n",
 ])
 def test_a_script_vllm_fit_cannot_follow_is_refused_in_one_line(tmp_path, text):
     (tmp_path / "serve.sh").write_text(text)
     done = apply(tmp_path, "serve.sh", "model: org/m\nmax-model-len: 12345\ngpu-memory-utilization: 0.87\n")
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert len(done.stderr) < 600
     assert "Traceback" not in done.stderr and (tmp_path / "serve.sh").read_text() == text
 
 

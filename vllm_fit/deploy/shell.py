@@ -137,7 +137,7 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Opt
             if int(piece.text) < len(given):
                 _append(fields, given[int(piece.text)], split=not piece.quoted)
         else:
-            unknown = unknown or ("$%s" % piece.text if piece.kind == "var" else piece.text +
+            unknown = unknown or ("$%s" % piece.text if piece.kind == "var" else _shown(piece.text) +
                                   (" (the script's arguments)" if POSITIONAL.fullmatch(piece.text) else ""))
             for char in ("${%s}" % piece.text if piece.kind == "var" else piece.text):
                 fields[-1].add(char, -1)
@@ -151,6 +151,11 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Opt
     return [Word("".join(c for c, _ in f.chars), tuple(o for _, o in f.chars), f.after if i == len(fields) - 1
                  or (f.after is not None and f.after.place is not Place.INLINE) else None, unknown, script.path)
             for i, f in enumerate(fields) if f.chars or (quoted and len(fields) == 1)]
+
+
+def _shown(text: str) -> str:
+    """An expansion as a message quotes it: a long `$(...)` cut short."""
+    return text if len(text) <= 80 else text[:60] + "...(%d characters)" % len(text)
 
 
 def _split_word(word: Word) -> List[Word]:
