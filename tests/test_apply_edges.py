@@ -553,3 +553,37 @@ def test_a_mounted_option_file_that_is_not_one_is_refused_without_showing_it(tmp
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
     assert why in done.stderr and "secret" not in done.stderr and "root:x" not in done.stderr
     assert (tmp_path / "compose.yaml").read_text() == compose
+
+
+DOTENV_COMPOSE = """services:
+  vllm:
+    image: vllm/vllm-openai:${VLLM_VERSION:-v0.32.0}
+    command: --model ${MODEL} --max-model-len ${MAX_MODEL_LEN} --gpu-memory-utilization ${GPU_UTIL:-0.9}
+"""
+
+
+@pytest.mark.parametrize("length, util, code, words", [
+    (8192, 0.9, 0, "unchanged (1 server)"),
+    (12345, 0.9, 2, "--max-model-len 8192 is set in MAX_MODEL_LEN=8192 in the .env beside the compose file"),
+    (8192, 0.85, 2, "--gpu-memory-utilization 0.9 is set in GPU_UTIL=0.9 in the .env beside the compose file"),
+])
+def test_compose_variables_are_read_from_the_env_file_beside_it(tmp_path, length, util, code, words):
+    """Compose interpolates ${VAR} from the .env in the compose file's folder (a shell variable would win; the
+    file is what is read): the server is matched by its model there, a fit already equal is unchanged, and a
+    value that differs is refused naming the .env line (apply writes only the files it is given)."""
+    write(tmp_path, "compose.yaml", DOTENV_COMPOSE)
+    write(tmp_path, ".env", '# settings\nVLLM_VERSION=v0.32.0\nMODEL=org/m\nexport MAX_MODEL_LEN="8192"\n'
+          "GPU_UTIL=0.9 # the default\n")
+    done = apply(tmp_path, str(fit(tmp_path, length, util)), "--to", "compose.yaml", "--check")
+    assert done.returncode == code, done.stderr
+    assert words in done.stdout + done.stderr
+    assert (tmp_path / "compose.yaml").read_text() == DOTENV_COMPOSE
+
+
+def test_without_the_env_file_or_with_a_value_of_several_words_compose_variables_stay_unknown(tmp_path):
+    write(tmp_path, "compose.yaml", DOTENV_COMPOSE)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "compose.yaml")
+    assert done.returncode == 2 and "model from ${MODEL} (set where Compose runs)" in done.stderr, done.stderr
+    write(tmp_path, ".env", "MODEL=org/m\nMAX_MODEL_LEN=8192 --max-model-len 4096\n")
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "compose.yaml")
+    assert done.returncode == 2 and "set from ${MAX_MODEL_LEN} (set where Compose runs)" in done.stderr, done.stderr

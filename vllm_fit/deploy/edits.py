@@ -169,13 +169,15 @@ def _made_by_runtime(option: Option) -> bool:
     """A value the runtime writes itself (a KServe runtime's args, a chart default): a later occurrence
     added to the server's own arguments overrides it."""
     word = option.value_word() or option.flag
-    return not word.unknown and word.token is None and all(o < 0 for o in word.offsets)
+    return not word.unknown and not word.source and word.token is None and all(o < 0 for o in word.offsets)
 
 
 def _why_fixed(option: Option) -> str:
     word = option.value_word()
     if word is not None and word.unknown:
         return "set from %s, which this file does not hold" % word.unknown
+    if word is not None and word.source:
+        return "set in %s" % word.source
     return "written in a way vllm-fit cannot change in place (escapes or line folds inside the value)"
 
 

@@ -117,13 +117,15 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Opt
         return [part for arg in positional[1:] for part in _split_word(arg)]
     given: Sequence[Word] = positional or ()  # None: every positional piece was made unknown above
     fields: List[_Field] = [_Field()]
-    unknown = ""
+    unknown = source = ""
     for piece in raw.pieces:
         if piece.kind == "lit":
-            fields[-1].add(piece.text, script.offsets[piece.index] if piece.index < len(script.offsets) else -1)
+            offset = script.offsets[piece.index] if piece.index < len(script.offsets) else -1
+            fields[-1].add(piece.text, offset)
+            source = source or (script.source if offset < 0 else "")  # a value Compose took from .env
         elif piece.kind == "var" and piece.text in env:
             value = env[piece.text]
-            unknown = unknown or value.unknown
+            unknown, source = unknown or value.unknown, source or value.source
             _append(fields, value, split=not piece.quoted and not value.unknown)  # unknown: its text is a stand-in
         elif piece.kind == "pos" and piece.text in "@*":
             for index, arg in enumerate(given[1:]):
@@ -149,7 +151,8 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Opt
         fields[-1].after = After(end, Place.INLINE, path=script.path)
     quoted = any(p.quoted for p in raw.pieces)
     return [Word("".join(c for c, _ in f.chars), tuple(o for _, o in f.chars), f.after if i == len(fields) - 1
-                 or (f.after is not None and f.after.place is not Place.INLINE) else None, unknown, script.path)
+                 or (f.after is not None and f.after.place is not Place.INLINE) else None, unknown, script.path,
+                 source=source)
             for i, f in enumerate(fields) if f.chars or (quoted and len(fields) == 1)]
 
 
@@ -162,7 +165,7 @@ def _split_word(word: Word) -> List[Word]:
     """An unquoted expansion's fields (split on white space), each keeping its characters' offsets."""
     parts = [m for m in re.finditer(r"[^ \t\n]+", word.text)]
     return [Word(m.group(0), word.offsets[m.start():m.end()], word.after if m.end() == len(word.text) else None,
-                 word.unknown, word.path) for m in parts]
+                 word.unknown, word.path, source=word.source) for m in parts]
 
 
 @dataclass

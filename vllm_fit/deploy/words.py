@@ -61,6 +61,8 @@ class Word:
     unknown: str = ""
     path: str = ""
     token: Optional[Token] = None
+    source: str = ""
+    """Where its value is written when not in this file, though known (Compose's .env: "MAX_LEN=8192 in .env")."""
 
     @staticmethod
     def made(text: str, unknown: str = "") -> Word:
@@ -85,4 +87,6 @@ def joined(parts: Sequence[Word]) -> Word:
     text = "".join(p.text for p in parts)
     offsets = tuple(o for p in parts for o in p.offsets)
     unknown = next((p.unknown for p in parts if p.unknown), "")
-    return Word(text, offsets, parts[-1].after if parts else None, unknown, parts[0].path if parts else "")
+    source = next((p.source for p in parts if p.source), "")
+    return Word(text, offsets, parts[-1].after if parts else None, unknown, parts[0].path if parts else "",
+                source=source)
