@@ -165,7 +165,7 @@ class LongestAtHighestUtilization(Objective):
         narrow it."""
         total = self.model.total(history)
         sized = [(obs.memory, self.model.kv_range(obs, history)) for obs in (history if pools is None else pools)
-                 if obs.memory is not None and obs.started and obs.blocks is not None]
+                 if obs.memory is not None and ((obs.started and obs.blocks is not None) or _short_by(obs))]
         bounds = [(kv[0] - memory * total, kv[1] - memory * total) for memory, kv in sized if kv and total]
         if not bounds:
             return None
@@ -287,3 +287,9 @@ class LongestAtHighestUtilization(Objective):
             return None
         return last_ok_index(history, lambda o: o.memory is not None and self.grid.index(o.memory) == level
                              and o.length == best)
+
+
+def _short_by(obs: Observation) -> bool:
+    """A start with no memory for the KV cache that printed by how much it fell short: a point on the
+    line of the pool against the knob as exact as a pool's."""
+    return obs.outcome is Outcome.NO_KV_MEMORY and obs.kv_bytes is not None and obs.kv_bytes < 0

@@ -240,7 +240,10 @@ class KvModel:
         return logged[-1] if logged else None
 
     def kv_range(self, obs: Observation, history: Sequence[Observation]) -> Optional[tuple]:
-        """(low, high) bounds on the KV bytes a trial really had."""
+        """(low, high) bounds on the KV bytes a trial really had (a start with no memory for it: the
+        shortfall vLLM printed, below zero)."""
+        if obs.outcome is Outcome.NO_KV_MEMORY and obs.kv_bytes is not None and obs.kv_bytes < 0:
+            return obs.kv_bytes - 0.005 * (1 << 30), obs.kv_bytes + 0.005 * (1 << 30)  # 2-decimal GiB
         page = self.page_bytes(history)
         if obs.blocks is not None and page:
             return obs.blocks * page, (obs.blocks + 1) * page
