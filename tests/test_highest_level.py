@@ -170,3 +170,25 @@ def test_the_level_the_numbers_say_is_too_high_is_launched_at_the_fit_below_it_w
     flat = [request_oom(0.95, 25600, 1715, 1.5 * step), served]
     proposed = objective(space).propose(flat)
     assert proposed.gpu_memory_utilization == 0.94 and proposed.max_model_len > 25856
+
+
+def test_a_start_with_no_memory_for_the_cache_says_how_far_up_the_shortest_length_holds():
+    """random-021 of seed 2027 (vLLM 0.8.5 falling back to V0, another process on the card): out of memory
+    from 0.80 up, then no memory at all for the KV cache at 0.64, 1.07 GiB short at the shortest length.
+    That shortfall is a point on the pool's line: the next level is where the shortest length holds
+    (0.64 + 1.07 / 21.96 -> 0.69), not 0.65, 0.66 ... walked two launches a level (23 launches -> 12)."""
+    space = LengthSpace(256, 32768, 256)
+    total = 21.96 * GIB
+    model = KvModel(bytes_per_token=131072, total_bytes=total, regime=Regime.of("0.8.5"))
+    search = LongestAtHighestUtilization(utilization_grid(0.95), lambda: Predict(space), model)
+    history = [Observation(32768, 32768, Outcome.OOM, memory=util, oom_shortfall_bytes=shortfall * MIB,
+                           oom_stage=OomStage.KV_ALLOCATION, total_bytes=total)
+               for util, shortfall in ((0.95, 7.1), (0.94, 30.0), (0.92, 40.0), (0.88, 50.0), (0.80, 56.0))]
+    history += [Observation(32768, 32768, Outcome.NO_KV_MEMORY, memory=0.64, blocks=0, kv_bytes=-1.07 * GIB,
+                            total_bytes=total),
+                Observation(256, 256, Outcome.NO_KV_MEMORY, memory=0.64, blocks=0, kv_bytes=-1.02 * GIB,
+                            total_bytes=total)]
+    assert search.propose(history).gpu_memory_utilization == 0.69
+    history[-2:] = [Observation(length, length, Outcome.NO_KV_MEMORY, memory=0.64, blocks=0, total_bytes=total)
+                    for length in (32768, 256)]
+    assert search.propose(history).gpu_memory_utilization == 0.65  # no shortfall printed: one level up
