@@ -564,13 +564,14 @@ DOTENV_COMPOSE = """services:
 
 @pytest.mark.parametrize("length, util, code, words", [
     (8192, 0.9, 0, "unchanged (1 server)"),
-    (12345, 0.9, 2, "--max-model-len 8192 is set in MAX_MODEL_LEN=8192 in the .env beside the compose file"),
-    (8192, 0.85, 2, "--gpu-memory-utilization 0.9 is set in GPU_UTIL=0.9 in the .env beside the compose file"),
+    (12345, 0.9, 2, "--max-model-len 8192 is set in $MAX_MODEL_LEN in the .env beside the compose file"),
+    (8192, 0.85, 2, "--gpu-memory-utilization 0.9 is set in $GPU_UTIL in the .env beside the compose file"),
 ])
 def test_compose_variables_are_read_from_the_env_file_beside_it(tmp_path, length, util, code, words):
     """Compose interpolates ${VAR} from the .env in the compose file's folder (a shell variable would win; the
     file is what is read): the server is matched by its model there, a fit already equal is unchanged, and a
-    value that differs is refused naming the .env line (apply writes only the files it is given)."""
+    value that differs is refused naming the .env variable (apply writes only the files it is given; a value is
+    never shown: .env holds tokens too)."""
     write(tmp_path, "compose.yaml", DOTENV_COMPOSE)
     write(tmp_path, ".env", '# settings\nVLLM_VERSION=v0.32.0\nMODEL=org/m\nexport MAX_MODEL_LEN="8192"\n'
           "GPU_UTIL=0.9 # the default\n")
@@ -587,3 +588,37 @@ def test_without_the_env_file_or_with_a_value_of_several_words_compose_variables
     write(tmp_path, ".env", "MODEL=org/m\nMAX_MODEL_LEN=8192 --max-model-len 4096\n")
     done = apply(tmp_path, str(fit(tmp_path)), "--to", "compose.yaml")
     assert done.returncode == 2 and "set from ${MAX_MODEL_LEN} (set where Compose runs)" in done.stderr, done.stderr
+
+
+def test_a_refusal_never_shows_a_token_from_the_env_file_or_a_default(tmp_path):
+    """A compose script whose word holds a token from .env, and a script whose open word's default holds a key:
+    the refusal names the variables, not their values."""
+    write(tmp_path, "compose.yaml", 'services:\n  vllm:\n    image: vllm/vllm-openai:v0.32.0\n    entrypoint: ["sh",'
+          ' "-c", "vllm serve ${MODEL} --api-key ${API_KEY} --max-model-len ${MAX_MODEL_LEN}"]\n')
+    write(tmp_path, ".env", "MODEL=org/m\nAPI_KEY=sk-live-abcdef123456\nMAX_MODEL_LEN=8192\n")
+    done = apply(tmp_path, str(fit(tmp_path, 12345)), "--to", "compose.yaml")
+    assert done.returncode == 2 and "$MAX_MODEL_LEN" in done.stderr, done.stderr
+    assert "sk-live" not in done.stdout + done.stderr
+    write(tmp_path, "serve.sh", '#!/bin/sh\nvllm serve org/m --max-model-len 4096 ${EXTRA:---api-key sk-live-abcdef}\n')
+    done = apply(tmp_path, str(fit(tmp_path, 12345)), "--to", "serve.sh")
+    assert done.returncode == 2 and "its command line has ${EXTRA...}" in done.stderr, done.stderr
+    assert "sk-live" not in done.stdout + done.stderr
+
+
+def test_a_compose_default_that_holds_a_key_is_not_shown(tmp_path):
+    write(tmp_path, "compose.yaml", "services:\n  vllm:\n    image: vllm/vllm-openai:v0.32.0\n    command: org/m"
+          " --max-model-len 4096 ${EXTRA:---api-key sk-live-abcdef}\n")
+    done = apply(tmp_path, str(fit(tmp_path, 12345)), "--to", "compose.yaml")
+    assert done.returncode == 2 and "${EXTRA...}" in done.stderr and "sk-live" not in done.stderr, done.stderr
+
+
+def test_a_compose_default_of_several_words_is_not_read_as_literal_words(tmp_path):
+    """Compose interpolates a command string before it splits it: `${EXTRA:---max-model-len 2048}` may put a
+    length after the fit's. Split first, its pieces read as two literal words, and the fit was written
+    ("updated") where vLLM would get 2048; now the server is refused, nothing written."""
+    text = ("services:\n  vllm:\n    image: vllm/vllm-openai:v0.32.0\n    command: org/m --max-model-len 4096"
+            " ${EXTRA:---max-model-len 2048} --dtype half\n")
+    write(tmp_path, "compose.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path, 12345)), "--to", "compose.yaml")
+    assert done.returncode == 2 and "its command line has ${EXTRA" in done.stderr, done.stderr
+    assert (tmp_path / "compose.yaml").read_text() == text

@@ -11,6 +11,7 @@ is, never written: dotenv.py), any other leaves the word unknown here; `$$` is a
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -47,16 +48,17 @@ def interpolated(word: Word, dotenv: Dict[str, str], split: bool = False) -> Wor
         if found:
             value = resolve_variable(found.group(1), dotenv)
             if value is None or (split and re.search(r"[\s'\"\\]", value[0])):
-                unknown = unknown or "%s (set where Compose runs)" % found.group(0)
+                unknown = unknown or "%s (set where Compose runs)" % shell.shown_expansion(found.group(0))
                 out += [(c, -1) for c in found.group(0)]
             else:
-                sources.append("%s=%s" % (value[1], value[0]))
+                sources.append(value[1])  # its name only: .env holds tokens too, never shown
                 out += [(c, -1) for c in value[0]]
             at = found.end()
             continue
         out.append((text[at], word.offsets[at]))
         at += 1
-    source = "%s in the .env beside the compose file" % ", ".join(dict.fromkeys(sources)) if sources else ""
+    source = "%s in the .env beside the compose file" % ", ".join("$" + n for n in dict.fromkeys(sources)) \
+        if sources else ""
     return Word("".join(c for c, _ in out), tuple(o for _, o in out), word.after, unknown, word.path, None, source)
 
 
@@ -66,8 +68,26 @@ def _words(node: Optional[Node], layout: Layout, path: str, dotenv: Dict[str, st
     if isinstance(node, SequenceNode):
         return [interpolated(w, dotenv) for w in layout.words(node, path)]
     if isinstance(node, ScalarNode):
-        return [interpolated(w, dotenv, split=True) for w in shell.shellwords(layout.word(node, path))]
+        return _split_interpolated(shell.shellwords(layout.word(node, path)), dotenv)
     return None
+
+
+def _split_interpolated(words: List[Word], dotenv: Dict[str, str]) -> List[Word]:
+    """A command string's words after interpolation. Compose interpolates before it splits, so a `${VAR:-a b}`
+    that the split cut in pieces may be any number of words: each piece is unknown (never a literal)."""
+    found: List[Word] = []
+    spanning = ""
+    for word in words:
+        unclosed = re.search(r"\$\{[^}]*$", word.text)
+        if unclosed and not spanning:
+            spanning = shell.shown_expansion(unclosed.group(0) + "}")
+        if not spanning:
+            found.append(interpolated(word, dotenv, split=True))
+            continue
+        found.append(replace(word, unknown=word.unknown or "%s (set where Compose runs)" % spanning))
+        if "}" in word.text and not unclosed:
+            spanning = ""  # the expression ends in this piece
+    return found
 
 
 def environment(node: MappingNode, layout: Layout, path: str, dotenv: Dict[str, str]) -> Dict[str, Word]:

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
+from ..redact import is_secret_name
 from .shell_split import Piece, RawWord, ShellUnsupported, split
 from .words import After, Place, Word
 
@@ -139,7 +140,7 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Opt
             if int(piece.text) < len(given):
                 _append(fields, given[int(piece.text)], split=not piece.quoted)
         else:
-            unknown = unknown or ("$%s" % piece.text if piece.kind == "var" else _shown(piece.text) +
+            unknown = unknown or ("$%s" % piece.text if piece.kind == "var" else shown_expansion(piece.text) +
                                   (" (the script's arguments)" if POSITIONAL.fullmatch(piece.text) else ""))
             for char in ("${%s}" % piece.text if piece.kind == "var" else piece.text):
                 fields[-1].add(char, -1)
@@ -156,8 +157,12 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Opt
             for i, f in enumerate(fields) if f.chars or (quoted and len(fields) == 1)]
 
 
-def _shown(text: str) -> str:
-    """An expansion as a message quotes it: a long `$(...)` cut short."""
+def shown_expansion(text: str) -> str:
+    """An expansion as a message quotes it: a long `$(...)` cut short, and a `${VAR:-default}` whose words
+    name a secret (`--api-key`, `HF_TOKEN`) without its default."""
+    if any(is_secret_name(word) for word in re.findall(r"[A-Za-z][\w-]*", text)):
+        found = re.match(r"\$\{[A-Za-z_][A-Za-z0-9_]*", text)
+        return found.group(0) + "...}" if found else "$(...)"
     return text if len(text) <= 80 else text[:60] + "...(%d characters)" % len(text)
 
 
