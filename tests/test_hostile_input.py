@@ -306,3 +306,16 @@ def test_a_20_mb_value_in_a_fleet_is_refused(sandbox, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert exited.value.code == 2 and "hf_overrides" in err and err.count("\n") == 1, err
     assert not (sandbox / "launches").exists() and not (sandbox / "out").exists()
+
+
+@pytest.mark.parametrize("experts", [{"0": {"head_dim": "a"}}, "8", [8], -1, 1.5])
+def test_counts_of_odd_types_leave_the_weights_estimate_unknown(experts):
+    """num_experts, num_key_value_heads or head_dim of a type that is no count: the estimate is None, not a
+    TypeError out of the model reading (found by a local fuzz of hub configs with odd fields)."""
+    from vllm_fit.prepare.modelinfo import config_weights_bytes
+
+    base = {"num_hidden_layers": 4, "num_attention_heads": 8, "hidden_size": 512, "intermediate_size": 1024,
+            "vocab_size": 1000, "torch_dtype": "bfloat16"}
+    assert config_weights_bytes(dict(base)) is not None
+    for key in ("num_experts", "num_local_experts", "num_key_value_heads", "head_dim"):
+        assert config_weights_bytes(dict(base, **{key: experts})) is None

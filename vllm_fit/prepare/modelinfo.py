@@ -192,13 +192,22 @@ def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
     if dtype is None or len(numbers) != len(raw):
         return None
     layers, heads, hidden, intermediate, vocab = numbers
-    kv_heads = text.get("num_key_value_heads") or heads
-    head_dim = text.get("head_dim") or hidden // heads
-    experts = text.get("num_local_experts") or text.get("num_experts") or 1
+    kv_heads = _count(text.get("num_key_value_heads"), heads)
+    head_dim = _count(text.get("head_dim"), hidden // heads)
+    experts = _count(text.get("num_local_experts") or text.get("num_experts"), 1)
+    if None in (kv_heads, head_dim, experts):
+        return None
     attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o, k and v
     mlp = 3 * hidden * intermediate * experts
     embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings") else 2)
     return int((layers * (attention + mlp) + embeddings) * dtype)
+
+
+def _count(value: Any, default: int) -> Optional[int]:
+    """A count config.json may leave out (the default then); None where it is there but not a count."""
+    if value is None or value == 0:
+        return default
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def hub_cache_dir(model: str, env: Optional[Dict[str, str]] = None) -> Optional[Path]:
