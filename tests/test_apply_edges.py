@@ -82,14 +82,29 @@ spec:
         - {name: LEN, value: "4096"}
       args: ["org/m", "--max-model-len", "$(LEN)"]
 """
+ONE_WORD_OPTIONS = """apiVersion: v1
+kind: Pod
+metadata: {name: p}
+spec:
+  containers:
+    - name: vllm
+      image: vllm/vllm-openai:v0.32.0
+      command: [vllm, serve]
+      args: [org/m, --max-model-len, "4096", -O3, --max-model-len, "-1", -tp=1, --max-model-len, "2048", -cc.mode=3,
+             --model-impl, auto]
+"""
+"""`-O3`, `-tp=1` and `-cc.mode=3` are one word each: the last --max-model-len is the one vLLM keeps (a local
+fuzz of Kubernetes containers found `-O3` taking the next flag as its value, so an earlier one was edited)."""
 SCRIPTS = {"sh-block": (SH_BLOCK, ["spec", "template", "spec", "containers", 0]),
-           "bash-lc": (BASH_LC, ["spec", "containers", 0]), "env-var": (ENV_VAR, ["spec", "containers", 0])}
+           "bash-lc": (BASH_LC, ["spec", "containers", 0]), "env-var": (ENV_VAR, ["spec", "containers", 0]),
+           "one-word-options": (ONE_WORD_OPTIONS, ["spec", "containers", 0])}
 
 
 @pytest.mark.vllm
 @pytest.mark.parametrize("case", sorted(SCRIPTS))
 def test_the_edited_command_gives_vllm_the_fit(tmp_path, case):
-    """A `- |` script passing "$@", `bash -lc --` with `&&`, a value from $(VAR): run by sh, parsed by vLLM."""
+    """A `- |` script passing "$@", `bash -lc --` with `&&`, a value from $(VAR), options of one word between
+    repeated flags: run by sh, parsed by vLLM."""
     pytest.importorskip("vllm")
     text, keys = SCRIPTS[case]
     target = write(tmp_path, "d.yaml", text)

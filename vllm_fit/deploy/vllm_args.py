@@ -3,7 +3,8 @@
 Which programs are vLLM's server (`vllm serve`, the OpenAI and plain api_server modules, KServe's
 huggingfaceserver with its vLLM backend); then the options: `--flag value`, `--flag=value`, `_` and
 `-` the same in a name (FlexibleArgumentParser), unique prefixes and the short aliases (`-tp 2`), the
-number of values each option takes (vllm_options.py, read off vLLM's parser), and the last occurrence
+number of values each option takes (vllm_options.py, read off vLLM's parser; `-O3` is one word, and
+so is a short option with `=`), and the last occurrence
 of an option winning (argparse's `store`). `vllm serve`'s positional model wins over `--model`.
 """
 
@@ -23,6 +24,8 @@ SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_se
 KSERVE_MODULE = "huggingfaceserver"
 PYTHON = re.compile(r"(.*/)?python[0-9.]*$")
 NEGATIVE = re.compile(r"-[0-9.]+$")
+OPTIMIZATION_LEVEL = re.compile(r"-O[^.=]")
+"""`-O3`, `-Odecode`: vLLM's optimization level (its compilation level before 0.11), value and flag in one word."""
 PYTHON_FLAG = re.compile(r"-[bBdEhiIOqsSuvVxPR]+$|-[XW]$|-[XW].+$")
 
 
@@ -124,8 +127,12 @@ def parse(words: Sequence[Word]) -> Args:
             positionals.append(word)
             at += 1
             continue
-        if "=" in text and text.startswith("--"):
+        if "=" in text:  # --flag=value, and argparse's -tp=2; vLLM's dotted -cc.level=3 too
             options.append(Option(canonical(text.split("=", 1)[0]), word, (), True))
+            at += 1
+            continue
+        if OPTIMIZATION_LEVEL.match(text):  # -O3, -Odecode: the level is in the word (FlexibleArgumentParser)
+            options.append(Option("-O", word, (), False))
             at += 1
             continue
         name = canonical(text)
