@@ -129,6 +129,33 @@ def test_a_repeated_flag_is_edited_where_argparse_reads_it(tmp_path):
                                        " --gpu-memory-utilization 0.9\n")
 
 
+@pytest.mark.vllm
+@pytest.mark.parametrize("args", [
+    ["org/m", "--max-model-len", "4096", "-O3", "--max-model-len", "8000"],
+    ["org/m", "-O", "3", "--max-model-len", "8000", "-tp=1", "--max-model-len=9000"],
+    ["org/m", "--max-model-len", "1k", "-cc.mode", "3", "-Odecode", "--max-model-len", "-1"],
+    ["org/m", "--compilation-config.mode=3", "--max_model_len", "77", "--served-model-name", "-", "b"],
+])
+def test_the_tool_reads_the_length_vllm_keeps(args):
+    """The last --max-model-len as this tool reads a command line is the one vLLM's own parser keeps."""
+    pytest.importorskip("vllm")
+    from vllm_fit.deploy.vllm_args import parse
+    from vllm_fit.deploy.words import Word
+
+    last = parse([Word.made(text) for text in args]).last("--max-model-len")
+    assert last is not None and last.value is not None
+    assert vllm_parse(args).max_model_len == vllm_parse(["org/m", "--max-model-len", last.value]).max_model_len
+
+
+def test_a_flag_unknown_to_the_table_does_not_take_the_next_flag_as_its_value(tmp_path):
+    """A newer vLLM's flag (not in the option table) followed by the flag that wins: that one is edited."""
+    target = write(tmp_path, "c.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: org/m"
+                                       " --max-model-len 4096 --enable-new-thing --max-model-len 8192\n")
+    assert apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml").returncode == 0
+    assert target.read_text().endswith("command: org/m --max-model-len 4096 --enable-new-thing --max-model-len 16384"
+                                       " --gpu-memory-utilization 0.9\n")
+
+
 @pytest.mark.parametrize("raw, expected", [
     (b"\xef\xbb\xbfmodel: org/m\r\nmax_model_len: 4096\r\ntensor_parallel_size: 1\r\n",
      b"\xef\xbb\xbfmodel: org/m\r\nmax_model_len: 16384\r\ntensor_parallel_size: 1\r\ngpu_memory_utilization: 0.9\r\n"),

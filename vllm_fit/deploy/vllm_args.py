@@ -136,17 +136,24 @@ def parse(words: Sequence[Word]) -> Args:
             at += 1
             continue
         name = canonical(text)
-        taken = _values(name, words, at + 1)
+        taken = _values(name, words, at + 1, dotted="." in text)
         options.append(Option(name, word, tuple(words[at + 1:at + 1 + taken]), False))
         at += 1 + taken
     return Args(tuple(options), tuple(positionals))
 
 
-def _values(name: str, words: Sequence[Word], at: int) -> int:
-    """How many of the words from `at` on the option `name` takes as its value."""
+def _values(name: str, words: Sequence[Word], at: int, dotted: bool = False) -> int:
+    """How many of the words from `at` on the option `name` takes as its value: argparse never takes a word
+    that looks like an option as a value (an option unknown to this table included: a newer vLLM's flag must
+    not swallow the next flag), while vLLM's dotted `--compilation-config.mode 3` takes the next word whatever
+    it is."""
     def is_value(index: int) -> bool:
-        return index < len(words) and (not words[index].text.startswith("-") or bool(NEGATIVE.match(words[index].text)))
+        text = words[index].text if index < len(words) else ""
+        return bool(text) and (not text.startswith("-") or bool(NEGATIVE.match(text)) or text == "-"
+                               or (" " in text and text.split("=", 1)[0] not in KNOWN))
 
+    if dotted:
+        return 1 if at < len(words) else 0
     if name in NO_VALUE:
         return 0
     if name in MANY_VALUES:
@@ -154,9 +161,7 @@ def _values(name: str, words: Sequence[Word], at: int) -> int:
         while is_value(at + count):
             count += 1
         return count
-    if name in OPTIONAL_VALUE:
-        return 1 if is_value(at) else 0
-    return 1 if at < len(words) else 0
+    return 1 if is_value(at) else 0
 
 
 def model_of(program: Program, args: Args) -> Optional[Word]:
