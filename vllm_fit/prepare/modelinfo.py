@@ -192,11 +192,12 @@ def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
     if dtype is None or len(numbers) != len(raw):
         return None
     layers, heads, hidden, intermediate, vocab = numbers
-    kv_heads = _count(text.get("num_key_value_heads"), heads)
-    head_dim = _count(text.get("head_dim"), hidden // heads)
-    experts = _count(text.get("num_local_experts") or text.get("num_experts"), 1)
-    if None in (kv_heads, head_dim, experts):
+    counts = [_count(text.get("num_key_value_heads"), heads), _count(text.get("head_dim"), hidden // heads),
+              _count(text.get("num_local_experts") or text.get("num_experts"), 1)]
+    known = [n for n in counts if n is not None]
+    if len(known) < len(counts):
         return None
+    kv_heads, head_dim, experts = known
     attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o, k and v
     mlp = 3 * hidden * intermediate * experts
     embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings") else 2)
