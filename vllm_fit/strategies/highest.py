@@ -150,12 +150,14 @@ class LongestAtHighestUtilization(Objective):
         return self._lowest_holding(history, [obs for obs in history if obs.length == lowest])
 
     def _lowest_holding(self, history: Sequence[Observation], pools: Sequence[Observation]) -> Optional[int]:
+        """The lowest level whose pool, by the constant's bounds, holds the shortest candidate (plain attention)
+        or has any memory for the KV cache at all (other layouts: below it every start has none)."""
         bounds = self._constant_bounds(history, pools)
         page = self.model.page_bytes(history)
         total = self.model.total(history)
-        if bounds is None or not page or not total or not self.model.plain:
+        if bounds is None or not page or not total:
             return None
-        need = self.model.need_bytes(self.strategy.space.lowest, history) or 0.0
+        need = (self.model.need_bytes(self.strategy.space.lowest, history) or 0.0) if self.model.plain else 0.0
         return self.grid.up((need - bounds[1]) / total)
 
     def _constant_bounds(self, history: Sequence[Observation],
