@@ -100,3 +100,21 @@ def vllm_parse(args: Sequence[str]) -> Any:
         os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
         _PARSER = make_arg_parser(FlexibleArgumentParser())
     return _PARSER.parse_args(list(args))
+
+
+_SERVE: Any = None
+
+
+def vllm_serve_model(args: Sequence[str]) -> str:
+    """The model `vllm serve ARGS` loads, by vLLM's own CLI: its top-level parser moves the first `--model`
+    into the positional slot, and the serve command takes that slot over --model."""
+    global _SERVE
+    if _SERVE is None:
+        from vllm.entrypoints.cli.serve import ServeSubcommand
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+        os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+        _SERVE = FlexibleArgumentParser()
+        ServeSubcommand().subparser_init(_SERVE.add_subparsers(dest="subparser"))
+    parsed = _SERVE.parse_args(["serve", *args])
+    return parsed.model_tag if parsed.model_tag is not None else parsed.model

@@ -1,7 +1,7 @@
 """Any Kubernetes vLLM container: after `apply`, what the kubelet, /bin/sh and vLLM's own parser give the server
 is the fit, or apply refused and wrote nothing. Containers are drawn from real shapes (vllm serve, the
 api_server module, `sh -c` strings, the image's entrypoint; literal, undefined and ConfigMap-fed `$(VAR)`s;
-repeated flags, `-O3`, `-tp=1`, dotted options, flags newer than the option table) by hypothesis; the check
+repeated flags and models, `-O3`, `-tp=1`, dotted options, flags newer than the option table) by hypothesis; the check
 rests on tests/deploy_oracle.py, not on the reader under test. A local fuzz of this kind found `-O3` taking
 the next flag as its value (an earlier --max-model-len edited, a later one winning)."""
 
@@ -13,7 +13,7 @@ from typing import Any, Dict, List
 
 import pytest
 import yaml
-from deploy_oracle import container_argv, container_at, run_recorded, vllm_args, vllm_parse
+from deploy_oracle import container_argv, container_at, run_recorded, vllm_args, vllm_parse, vllm_serve_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,7 +30,7 @@ UNITS = [["--max-model-len", "8192"], ["--max-model-len=4096"], ["--max_model_le
          ["-O", "3"], ["-Odecode"], ["-cc.mode=3"], ["--compilation-config.mode", "3"], ["--enable-prefix-caching"],
          ["--no-enable-prefix-caching"], ["--served-model-name", "a", "b"], ["--dtype", "auto"], ["--host=0.0.0.0"],
          ["--api-key", "$(KEY)"], ["--model", "$(MODEL)"], ["$(ARGS)"], ["--enable-newer-flag"],
-         ["--max-num-seqs", "4"]]
+         ["--max-num-seqs", "4"], ["--model", "org/other"], ["--model=org/m"]]
 SHELL = ["&&", ";", "echo hi", "${LEN}", "\"$LEN\"", "${LEN:-100}", "'--max-model-len 1'", "2>&1", "LEN=300", "exec"]
 ENTRYPOINT = {"vllm/vllm-openai:v0.32.0": ["vllm", "serve"], "me/img:1": ["vllm", "serve"]}
 """What each image runs before the args; an image of another name whose args hold vLLM's own options is taken
@@ -44,8 +44,11 @@ def containers(draw: Any) -> Dict[str, Any]:
     args = [word for unit in draw(st.lists(st.sampled_from(UNITS), max_size=6)) for word in unit]
     container: Dict[str, Any] = {"name": "vllm", "image": image}
     form = draw(st.sampled_from(["serve", "module", "sh", "entrypoint"]))
+    model = draw(st.sampled_from([["org/m"], ["--model", "org/m"]]))
+    if model[0] == "--model" and draw(st.booleans()):  # an option may come before the model's
+        args, model = [*args, *model], []
     if form == "serve":
-        container.update(command=["vllm", "serve"], args=["org/m", *args])
+        container.update(command=["vllm", "serve"], args=[*model, *args])
     elif form == "module":
         container.update(command=["python3", "-m", "vllm.entrypoints.openai.api_server"],
                          args=["--model", "org/m", *args])
@@ -54,7 +57,7 @@ def containers(draw: Any) -> Dict[str, Any]:
         line = " ".join(["vllm serve org/m", *args, *(word for unit in extra for word in unit)])
         container.update(command=["/bin/sh", "-c"], args=[line])
     else:
-        container["args"] = ["org/m", *args]
+        container["args"] = [*model, *args]
     env: List[Dict[str, Any]] = []
     for name in draw(st.lists(st.sampled_from(["LEN", "UTIL", "MODEL", "KEY", "ARGS"]), unique=True, max_size=4)):
         kind = draw(st.sampled_from(["value", "configmap"]))
@@ -90,9 +93,10 @@ def test_the_server_gets_the_fit_or_apply_refuses(tmp_path, container, flow):
     runs = [r for r in run_recorded(container_argv(after, ENTRYPOINT[after["image"]]), folder) if vllm_args(r)]
     if len(runs) != 1:
         return  # the shell never reached one server (a `;` or `&&` chain the stubs cut short)
+    serve = Path(runs[0][0]).name == "vllm"
     try:
         parsed = vllm_parse(vllm_args(runs[0]))
+        model = vllm_serve_model(vllm_args(runs[0])) if serve else parsed.model
     except (SystemExit, Exception):  # vLLM itself refuses these words: the server never starts
         return
-    model = (parsed.model_tag if Path(runs[0][0]).name == "vllm" else None) or parsed.model
     assert (model, parsed.max_model_len, parsed.gpu_memory_utilization) == ("org/m", 12345, 0.87), (text, runs[0])

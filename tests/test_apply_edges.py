@@ -147,6 +147,21 @@ def test_the_tool_reads_the_length_vllm_keeps(args):
     assert vllm_parse(args).max_model_len == vllm_parse(["org/m", "--max-model-len", last.value]).max_model_len
 
 
+@pytest.mark.vllm
+def test_vllm_serve_with_several_models_is_not_matched_by_the_last(tmp_path):
+    """`vllm serve --model A ... --model B` serves A (vLLM's CLI moves the first --model into the positional
+    slot; older versions kept the last): the model is unknown, so a fit for B is not written there."""
+    pytest.importorskip("vllm")
+    from deploy_oracle import vllm_serve_model
+
+    args = ["--model", "org/other", "--max-model-len", "4096", "--model", "org/m"]
+    assert vllm_serve_model(args) == "org/other"
+    text = "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: %s\n" % " ".join(args)
+    target = write(tmp_path, "c.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "c.yaml")
+    assert done.returncode == 2 and "several --model values" in done.stderr and target.read_text() == text
+
+
 def test_a_flag_unknown_to_the_table_does_not_take_the_next_flag_as_its_value(tmp_path):
     """A newer vLLM's flag (not in the option table) followed by the flag that wins: that one is edited."""
     target = write(tmp_path, "c.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: org/m"

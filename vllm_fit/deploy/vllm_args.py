@@ -165,10 +165,15 @@ def _values(name: str, words: Sequence[Word], at: int, dotted: bool = False) -> 
 
 
 def model_of(program: Program, args: Args) -> Optional[Word]:
-    """The model the server loads: `vllm serve`'s positional wins over --model; KServe's --model_id or
-    --model_dir."""
+    """The model the server loads: `vllm serve`'s positional wins over --model (several different --model
+    values: unknown, the version decides); KServe's --model_id or --model_dir."""
     if program is Program.SERVE and args.positionals:
         return args.positionals[0]
+    given = [o.value_word() for o in args.options if o.name == "--model" and o.value_word() is not None]
+    if program is Program.SERVE and len({word.text for word in given if word is not None}) > 1:
+        # vllm serve moves the first --model into its positional slot (0.9+); before, argparse kept the last
+        return Word.made(" or ".join(word.text for word in given if word is not None),
+                         unknown="several --model values (vllm serve reads the first, older versions the last)")
     for name in (("--model-id", "--model-dir") if program is Program.KSERVE else ("--model",)):
         option = args.last(name)
         if option is not None and option.value_word() is not None:
