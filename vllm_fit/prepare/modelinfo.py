@@ -172,16 +172,12 @@ def looks_local(model: str) -> bool:
     return model.startswith(("/", "./", "../", "~")) or Path(os.path.expanduser(model)).exists()
 
 
-def _text_config(config: Dict[str, Any]) -> Dict[str, Any]:
-    return text_config(config)
-
-
 def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
     """Parameters x dtype bytes of a dense decoder with a gated MLP (Llama, Qwen, Mistral, Mixtral);
     None when a number is missing or the weights are quantized."""
     if config.get("quantization_config"):
         return None
-    text = _text_config(config)
+    text = text_config(config)
     intermediates = text.get("intermediate_size")
     if isinstance(intermediates, list) and intermediates and all(isinstance(n, int) for n in intermediates):
         intermediates = sum(intermediates) // len(intermediates)  # per layer (Gemma 3n): their mean
@@ -240,7 +236,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         if not isinstance(config, dict):
             raise ValueError("it is not a JSON object")
         check_config(config)
-        text = _text_config(config)
+        text = text_config(config)
         tokenizer = tokenizer_max_len(path)
         derived = derived_max_len(config, tokenizer_max=tokenizer)
         current = derived_max_len(config, YARN_UNSCALED_SINCE, tokenizer)
