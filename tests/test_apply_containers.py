@@ -1,8 +1,9 @@
 """Any Kubernetes vLLM container: after `apply`, what the kubelet, /bin/sh and vLLM's own parser give the server
-is the fit, or apply refused and wrote nothing. Containers are drawn from real shapes (vllm serve, the
-api_server module, `sh -c` strings, the image's entrypoint; literal, undefined and ConfigMap-fed `$(VAR)`s;
-repeated flags and models, `-O3`, `-tp=1`, dotted options, flags newer than the option table) by hypothesis; the check
-rests on tests/deploy_oracle.py, not on the reader under test. A local fuzz of this kind found `-O3` taking
+is the fit, or apply refused and wrote nothing (an edited server that vLLM's parser refuses only where it refused
+the container as written). Containers are drawn from real shapes (vllm serve, the api_server module, `sh -c`
+strings, the image's entrypoint; literal, undefined and ConfigMap-fed `$(VAR)`s; repeated flags and models, `-O3`,
+`-tp=1`, dotted options, flags newer than the option table, options and values in one word) by hypothesis; the
+check rests on tests/deploy_oracle.py, not on the reader under test. A local fuzz of this kind found `-O3` taking
 the next flag as its value (an earlier --max-model-len edited, a later one winning)."""
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ UNITS = [["--max-model-len", "8192"], ["--max-model-len=4096"], ["--max_model_le
          ["-O", "3"], ["-Odecode"], ["-cc.mode=3"], ["--compilation-config.mode", "3"], ["--enable-prefix-caching"],
          ["--no-enable-prefix-caching"], ["--served-model-name", "a", "b"], ["--dtype", "auto"], ["--host=0.0.0.0"],
          ["--api-key", "$(KEY)"], ["--model", "$(MODEL)"], ["$(ARGS)"], ["--enable-newer-flag"],
-         ["--max-num-seqs", "4"], ["--model", "org/other"], ["--model=org/m"]]
+         ["--max-num-seqs", "4"], ["--model", "org/other"], ["--model=org/m"], ["--max-model-len 3000"],
+         ["--max-model-len=3000 --enforce-eager"], ["--max-model-len", "3000 --enforce-eager"]]
 SHELL = ["&&", ";", "echo hi", "${LEN}", "\"$LEN\"", "${LEN:-100}", "'--max-model-len 1'", "2>&1", "LEN=300", "exec"]
 ENTRYPOINT = {"vllm/vllm-openai:v0.32.0": ["vllm", "serve"], "me/img:1": ["vllm", "serve"]}
 """What each image runs before the args; an image of another name whose args hold vLLM's own options is taken
@@ -97,6 +99,19 @@ def test_the_server_gets_the_fit_or_apply_refuses(tmp_path, container, flow):
     try:
         parsed = vllm_parse(vllm_args(runs[0]))
         model = vllm_serve_model(vllm_args(runs[0])) if serve else parsed.model
-    except (SystemExit, Exception):  # vLLM itself refuses these words: the server never starts
+    except (SystemExit, Exception):  # vLLM refuses the edited words: only where it refused the file's own too
+        assert not _vllm_reads(container, folder), (text, runs[0])
         return
     assert (model, parsed.max_model_len, parsed.gpu_memory_utilization) == ("org/m", 12345, 0.87), (text, runs[0])
+
+
+def _vllm_reads(container: Dict[str, Any], folder: Path) -> bool:
+    """Whether vLLM's parser takes the words the container as written gives one server."""
+    runs = [r for r in run_recorded(container_argv(container, ENTRYPOINT[container["image"]]), folder) if vllm_args(r)]
+    try:
+        parsed = vllm_parse(vllm_args(runs[0]))
+        if Path(runs[0][0]).name == "vllm":
+            vllm_serve_model(vllm_args(runs[0]))
+    except (SystemExit, Exception):
+        return False
+    return len(runs) == 1 and parsed is not None

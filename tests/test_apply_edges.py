@@ -171,6 +171,47 @@ def test_a_flag_unknown_to_the_table_does_not_take_the_next_flag_as_its_value(tm
                                        " --gpu-memory-utilization 0.9\n")
 
 
+ONE_WORD_OPTIONS = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: vllm-qwen}
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:latest
+        args:
+          - "--model"
+          - "org/m"
+          - %s
+"""
+"""The args of a public Kubernetes how-to (a speculative-decoding post, found with the search tool's find_string
+'- "--gpu-memory-utilization 0.9'): each option and its value written as one list item."""
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("item, word", [
+    ('"--tensor-parallel-size 1"', "--tensor-parallel-size 1"),
+    ('"--max-model-len 4096"', "--max-model-len 4096"),
+    ('"--max-model-len=4096 --gpu-memory-utilization=0.9"', "4096 --gpu-memory-utilization=0.9"),
+])
+def test_an_option_and_its_value_in_one_word_are_refused_naming_the_word(tmp_path, item, word):
+    """vLLM's parser reads "--tensor-parallel-size 1" as one stray argument (vllm serve refuses to start) and
+    "4096 --gpu-memory-utilization=0.9" as a length it cannot read: apply names the word, exit 2, writes
+    nothing (it appended the fit after the first and replaced the second whole, dropping what it held)."""
+    pytest.importorskip("vllm")
+    from deploy_oracle import vllm_serve_model
+
+    text = ONE_WORD_OPTIONS % item
+    args = container_argv(container_at(text, 0, ["spec", "template", "spec", "containers", 0]))
+    with pytest.raises(SystemExit):
+        vllm_serve_model(args)
+    target = write(tmp_path, "d.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "d.yaml")
+    assert done.returncode == 2 and repr(word) in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert target.read_text() == text
+
+
 @pytest.mark.parametrize("raw, expected", [
     (b"\xef\xbb\xbfmodel: org/m\r\nmax_model_len: 4096\r\ntensor_parallel_size: 1\r\n",
      b"\xef\xbb\xbfmodel: org/m\r\nmax_model_len: 16384\r\ntensor_parallel_size: 1\r\ngpu_memory_utilization: 0.9\r\n"),

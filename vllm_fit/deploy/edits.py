@@ -82,6 +82,10 @@ class Planner:
         if server.problem:
             raise BadInput("%s, %s: %s; it is left as it is"
                            % (self.file, server.where, server.problem))
+        if server.merged_option:
+            raise BadInput("%s, %s: the word %r holds an option and its value with a space, which vLLM reads as a"
+                           " stray argument (vllm serve refuses to start; other entry points ignore it); write the"
+                           " option and its value as two words" % (self.file, server.where, server.merged_option))
         additions: Dict[Tuple[str, int, str], List[Tuple[Addition, str, str]]] = {}
         args = server.args
         for key, value in fit.settings().items():
@@ -115,6 +119,10 @@ class Planner:
         word = current.value_word()
         if word is None or word.unknown:
             return False
+        if len(word.text.split()) > 1:
+            raise BadInput("%s, %s: its %s value %r holds a space, which vLLM cannot read as a number (it refuses"
+                           " to start); write each option and its value as words of their own"
+                           % (self.file, server.where, option, word.text))
         span = word.span()
         quote = '"' if server.key_style == "helm" and float(value) >= HELM_QUOTED_FROM else ""
         if span is not None and not (quote and word.token is not None and not word.token.quote):

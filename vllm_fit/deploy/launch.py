@@ -104,6 +104,7 @@ def server_launch(server: Server, maps: Dict[str, str], where: str) -> Launch:
             texts = [_local_path(t, maps, where, option.name) if t.startswith("/") else t for t in texts]
         args += texts
     positionals = server.args.positionals[1:] if server.program is Program.SERVE else server.args.positionals
+    positionals += server.args.merged
     if server.open_options:
         raise BadInput("%s: its command line has %s, which this file does not hold (it may set any option);"
                        " verify cannot launch it" % (where, server.open_options))

@@ -20,7 +20,7 @@ from ..errors import one_line
 from . import shell
 from .container_run import container_run
 from .layout import KeySlot
-from .vllm_args import Args, Program, open_word, parse, program_of
+from .vllm_args import Args, Program, merged_option, open_word, parse, program_of
 from .words import After, Word
 
 SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
@@ -105,7 +105,7 @@ class Server:
         """Its options as vLLM gets them: the --config file's first, then its own (which win); only its
         own are ever edited."""
         mine, config = self.args, parse(self.config_words)
-        return Args(config.options + mine.options, mine.positionals)
+        return Args(config.options + mine.options, mine.positionals, mine.merged)
 
     @property
     def open_options(self) -> str:
@@ -114,13 +114,20 @@ class Server:
         word = open_word(self.program, self.args) if self.program is not None else None
         return word.unknown if word is not None else ""
 
+    @property
+    def merged_option(self) -> str:
+        """A word of its command line that holds an option and its value with a space ("--max-model-len 4096"
+        as one list item), which vLLM reads as a stray argument ("" when none)."""
+        word = merged_option(self.args)
+        return word.text if word is not None else ""
+
     def addition(self, option: str) -> Optional[Addition]:
         return self.additions.get(option) or self.additions.get("*")
 
     def effective(self) -> List[Tuple[str, Optional[str]]]:
         """Every option's winning value, and the positionals, in a comparable form."""
         values = sorted(self.args.effective().items())
-        return values + [("positional", w.text) for w in self.args.positionals]
+        return values + [("positional", w.text) for w in self.args.positionals + self.args.merged]
 
 
 def normal_model(model: Optional[str]) -> Optional[str]:

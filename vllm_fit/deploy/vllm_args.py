@@ -5,7 +5,8 @@ huggingfaceserver with its vLLM backend); then the options: `--flag value`, `--f
 `-` the same in a name (FlexibleArgumentParser), unique prefixes and the short aliases (`-tp 2`), the
 number of values each option takes (vllm_options.py, read off vLLM's parser; `-O3` is one word, and
 so is a short option with `=`), and the last occurrence
-of an option winning (argparse's `store`). `vllm serve`'s positional model wins over `--model`.
+of an option winning (argparse's `store`). `vllm serve`'s positional model wins over `--model`. A word that
+holds an option and its value with a space is a stray positional to argparse, kept apart (`Args.merged`).
 """
 
 from __future__ import annotations
@@ -97,10 +98,12 @@ class Option:
 
 @dataclass(frozen=True)
 class Args:
-    """A server's options in order and its positional words."""
+    """A server's options in order, its positional words, and the words that hold an option and its value with a
+    space ("--max-model-len 4096" as one list item: argparse reads them as stray positionals)."""
 
     options: Tuple[Option, ...]
     positionals: Tuple[Word, ...]
+    merged: Tuple[Word, ...] = ()
 
     def last(self, name: str) -> Optional[Option]:
         """The occurrence that wins (argparse keeps the last), by canonical name."""
@@ -116,6 +119,7 @@ def parse(words: Sequence[Word]) -> Args:
     """The options and positionals of the words after the program's name."""
     options: List[Option] = []
     positionals: List[Word] = []
+    merged: List[Word] = []
     at = 0
     while at < len(words):
         word = words[at]
@@ -123,8 +127,8 @@ def parse(words: Sequence[Word]) -> Args:
         if text == "--":
             positionals += words[at + 1:]
             break
-        if not text.startswith("-") or NEGATIVE.match(text) or text == "-":
-            positionals.append(word)
+        if not looks_like_option(text):
+            (merged if text.startswith("-") and not NEGATIVE.match(text) and text != "-" else positionals).append(word)
             at += 1
             continue
         if "=" in text:  # --flag=value, and argparse's -tp=2; vLLM's dotted -cc.level=3 too
@@ -139,7 +143,22 @@ def parse(words: Sequence[Word]) -> Args:
         taken = _values(name, words, at + 1, dotted="." in text)
         options.append(Option(name, word, tuple(words[at + 1:at + 1 + taken]), False))
         at += 1 + taken
-    return Args(tuple(options), tuple(positionals))
+    return Args(tuple(options), tuple(positionals), tuple(merged))
+
+
+def looks_like_option(text: str) -> bool:
+    """argparse's test: a word starting with `-` is an option, unless it is a negative number, `-` alone, or
+    holds a space in its name ("--max-model-len 4096" as one word is a positional in every version)."""
+    if not text.startswith("-") or NEGATIVE.match(text) or text == "-":
+        return False
+    return not any(c.isspace() for c in text.split("=", 1)[0])
+
+
+def merged_option(args: Args) -> Optional[Word]:
+    """A word the file holds that is an option and its value written as one ("--max-model-len 4096" as one list
+    item): argparse reads it as a stray argument, so `vllm serve` refuses to start and other entry points
+    ignore it or refuse. None when there is none."""
+    return next((w for w in args.merged if not w.unknown), None)
 
 
 def _values(name: str, words: Sequence[Word], at: int, dotted: bool = False) -> int:
@@ -148,9 +167,7 @@ def _values(name: str, words: Sequence[Word], at: int, dotted: bool = False) -> 
     not swallow the next flag), while vLLM's dotted `--compilation-config.mode 3` takes the next word whatever
     it is."""
     def is_value(index: int) -> bool:
-        text = words[index].text if index < len(words) else ""
-        return bool(text) and (not text.startswith("-") or bool(NEGATIVE.match(text)) or text == "-"
-                               or (" " in text and text.split("=", 1)[0] not in KNOWN))
+        return index < len(words) and bool(words[index].text) and not looks_like_option(words[index].text)
 
     if dotted:
         return 1 if at < len(words) else 0
