@@ -688,6 +688,23 @@ def test_without_the_env_file_or_with_a_value_of_several_words_compose_variables
     assert done.returncode == 2 and "set from ${MAX_MODEL_LEN} (set where Compose runs)" in done.stderr, done.stderr
 
 
+def test_an_empty_env_value_unquoted_in_a_compose_command_string_is_no_word(tmp_path):
+    """Compose interpolates a command string before it splits it, so `${ARGS}` with `ARGS=` in .env vanishes (it
+    was read as an empty word in the model's slot: "model None"); the fit goes in, and `"${ARGS}"` quoted stays
+    an empty word (vllm serve refuses a second positional), so apply refuses there."""
+    text = ("services:\n  v:\n    image: vllm/vllm-openai:latest\n"
+            "    command: --model org/m ${ARGS} --max-model-len 4096\n")
+    target = write(tmp_path, "compose.yaml", text)
+    write(tmp_path, ".env", "ARGS=\n")
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "compose.yaml")
+    assert done.returncode == 0, done.stderr
+    assert target.read_text() == text.replace("4096", "16384 --gpu-memory-utilization 0.9")
+    quoted = text.replace("${ARGS}", '"${ARGS}"')
+    target.write_text(quoted)
+    assert apply(tmp_path, str(fit(tmp_path)), "--to", "compose.yaml").returncode == 2
+    assert target.read_text() == quoted
+
+
 def test_a_refusal_never_shows_a_token_from_the_env_file_or_a_default(tmp_path):
     """A compose script whose word holds a token from .env, and a script whose open word's default holds a key:
     the refusal names the variables, not their values."""

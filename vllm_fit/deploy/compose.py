@@ -14,7 +14,7 @@ import re
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
@@ -68,21 +68,24 @@ def _words(node: Optional[Node], layout: Layout, path: str, dotenv: Dict[str, st
     if isinstance(node, SequenceNode):
         return [interpolated(w, dotenv) for w in layout.words(node, path)]
     if isinstance(node, ScalarNode):
-        return _split_interpolated(shell.shellwords(layout.word(node, path)), dotenv)
+        return _split_interpolated(shell.quoted_shellwords(layout.word(node, path)), dotenv)
     return None
 
 
-def _split_interpolated(words: List[Word], dotenv: Dict[str, str]) -> List[Word]:
+def _split_interpolated(words: List[Tuple[Word, bool]], dotenv: Dict[str, str]) -> List[Word]:
     """A command string's words after interpolation. Compose interpolates before it splits, so a `${VAR:-a b}`
-    that the split cut in pieces may be any number of words: each piece is unknown (never a literal)."""
+    that the split cut in pieces may be any number of words: each piece is unknown (never a literal); an
+    unquoted word that interpolates to nothing (`${ARGS}` with `ARGS=` in .env) is no word."""
     found: List[Word] = []
     spanning = ""
-    for word in words:
+    for word, quoted in words:
         unclosed = re.search(r"\$\{[^}]*$", word.text)
         if unclosed and not spanning:
             spanning = shell.shown_expansion(unclosed.group(0) + "}")
         if not spanning:
-            found.append(interpolated(word, dotenv, split=True))
+            done = interpolated(word, dotenv, split=True)
+            if done.text or quoted or not word.text:
+                found.append(done)
             continue
         found.append(replace(word, unknown=word.unknown or "%s (set where Compose runs)" % spanning))
         if "}" in word.text and not unclosed:

@@ -22,7 +22,7 @@ from ..redact import is_secret_name
 from .shell_split import Piece, RawWord, ShellUnsupported, split
 from .words import After, Place, Word
 
-__all__ = ["ShellUnsupported", "commands", "shellwords"]
+__all__ = ["ShellUnsupported", "commands", "quoted_shellwords", "shellwords"]
 RESERVED = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "for", "case", "esac", "{", "}",
             "!", "time", "exec", "nohup", "command", "builtin", "eval"}
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
@@ -30,8 +30,15 @@ POSITIONAL = re.compile(r"\$[0-9@*]")
 
 def shellwords(command: Word) -> List[Word]:
     """A Compose `command:` or `entrypoint:` string as Compose splits it (no shell runs)."""
+    return [word for word, _ in quoted_shellwords(command)]
+
+
+def quoted_shellwords(command: Word) -> List[Tuple[Word, bool]]:
+    """The words of shellwords(), each with whether any of it was quoted (an unquoted word that Compose's
+    interpolation leaves empty is no word at all; a quoted one stays)."""
     found = split(command.text, compose=True)
-    return [w for raw in (found[0] if found else []) for w in _expand(raw, command, {}, [])]
+    return [(w, any(p.quoted for p in raw.pieces)) for raw in (found[0] if found else [])
+            for w in _expand(raw, command, {}, [])]
 
 
 OPENERS = {"if", "while", "until", "for", "case", "{"}
