@@ -705,6 +705,17 @@ def test_an_empty_env_value_unquoted_in_a_compose_command_string_is_no_word(tmp_
     assert target.read_text() == quoted
 
 
+@pytest.mark.parametrize("command", ["--model org/m --max-model-len --port 8000", "--model org/m --max-model-len"])
+def test_a_length_option_without_its_value_is_refused_as_such(tmp_path, command):
+    """`--max-model-len` followed by another option or nothing (vLLM: "expected one argument") is named as an
+    option without a value, not as "--max-model-len None" written in a way apply cannot change."""
+    text = "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: %s\n" % command
+    target = write(tmp_path, "compose.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "compose.yaml")
+    assert done.returncode == 2 and "its --max-model-len has no value" in done.stderr and "None" not in done.stderr
+    assert target.read_text() == text
+
+
 def test_a_refusal_never_shows_a_token_from_the_env_file_or_a_default(tmp_path):
     """A compose script whose word holds a token from .env, and a script whose open word's default holds a key:
     the refusal names the variables, not their values."""

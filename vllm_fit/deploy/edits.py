@@ -100,6 +100,9 @@ class Planner:
                 continue
             if current is not None and self._replace(server, current, option, value):
                 continue
+            if current is not None and current.value is None:
+                raise BadInput("%s, %s: its %s has no value (vLLM refuses to start: 'expected one argument'); write"
+                               " its value after it" % (self.file, server.where, current.flag.text))
             if current is not None and not _made_by_runtime(current):
                 raise BadInput("%s, %s: %s %s is %s; set it where it comes from, or write the value there"
                                % (self.file, server.where, option, current.value, _why_fixed(current)))
