@@ -247,3 +247,24 @@ def test_random_sliding_and_hybrid_worlds_are_answered_right(index, tmp_path):
     assert not verdict.above_limit, "%s: %s" % (case.name, verdict.verdict)
     assert verdict.right, "%s: %s (%d launches)" % (case.name, verdict.verdict, answer.launches)
     assert answer.launches <= 6, "%s: %d launches" % (case.name, answer.launches)
+
+
+LATENT_COUNT = 5
+
+
+@functools.lru_cache(maxsize=1)
+def _latent_worlds():
+    return random_cases(RANDOM_SEED, LATENT_COUNT, latent=True)
+
+
+@pytest.mark.parametrize("index", range(LATENT_COUNT))
+def test_random_mla_worlds_are_answered_right(index, tmp_path):
+    """Issue 30's GPU side (TEST DOUBLE): DeepSeek V2 and V3 layouts (one 576-wide latent a token and layer,
+    whole on every tensor-parallel rank, FlashMLA's 64-token blocks on an H100) on vLLM 0.8.5-0.34, the fixed
+    knob, KV size and target-length questions among them; scripts/benchmark.py --suite latent runs 40."""
+    case = _latent_worlds()[index]
+    answer = run_tool(case, tmp_path)
+    verdict = score(case, answer, truth(case))
+    assert not verdict.above_limit, "%s: %s" % (case.name, verdict.verdict)
+    assert verdict.right, "%s: %s (%d launches)" % (case.name, verdict.verdict, answer.launches)
+    assert answer.launches <= 3, "%s: %d launches" % (case.name, answer.launches)

@@ -32,8 +32,17 @@ WINDOW_MODELS = ["gemma-2-9b", "gemma-3-12b", "gpt-oss-20b", "mistral-7b", "phi3
 """Sliding-window and hybrid families (the fakegpu groups `layer_types` models from 0.29)."""
 
 
-def _draw(rng: random.Random, index: int, hybrid: bool = False, versions: Optional[List[str]] = None) -> Case:
+LATENT_VERSIONS = ["0.8.5", "0.9.2", "0.10.1.1", "0.10.2", "0.14.0", "0.20.0", "0.28.0", "0.29.0", "0.32.0",
+                   "0.33.0", "0.34.0"]
+LATENT_MODELS = ["deepseek-v2-lite", "moonlight-16b"]
+"""MLA families (one latent a token and layer, from vLLM 0.7.1): 32 GB of weights, so an H100, or two A100-40s."""
+
+
+def _draw(rng: random.Random, index: int, hybrid: bool = False, versions: Optional[List[str]] = None,
+          latent: bool = False) -> Case:
     """One candidate world and question (not yet checked against the truth)."""
+    if latent:
+        return _draw_latent(rng, index)
     version = rng.choice(versions or (HYBRID_VERSIONS if hybrid else VERSIONS))
     v = _v(version)
     gpu = rng.choice(list(GPUS))
@@ -82,6 +91,36 @@ def _draw(rng: random.Random, index: int, hybrid: bool = False, versions: Option
                 "%s world %d (%s)" % (prefix, index, model), tags + (["hybrid"] if hybrid else []))
 
 
+def _draw_latent(rng: random.Random, index: int) -> Case:
+    """An MLA world: H100 (FlashMLA's 64-token blocks) or two A100-40s at tensor parallel 2 (16-token blocks),
+    the memory figures and questions drawn as for the other random worlds."""
+    version, model = rng.choice(LATENT_VERSIONS), rng.choice(LATENT_MODELS)
+    gpu = rng.choice(["H100", "H100", "A100-40"])
+    tp = 2 if gpu == "A100-40" or rng.random() < 0.2 else 1
+    memory = {"cuda_context_bytes": rng.randint(300, 650) * MIB, "non_torch_bytes": rng.randint(100, 900) * MIB,
+              "activation_peak_bytes": rng.randint(512, 4096) * MIB, "cudagraph_bytes": rng.randint(0, 1500) * MIB,
+              "runtime_headroom_bytes": rng.choice([0, 0, 0, rng.randint(100, 1600) * MIB])}
+    foreign = rng.choice([0.0, 0.0, 0.0, round(rng.uniform(0.3, 5.0), 2)])
+    extra: Dict[str, Any] = {"block_size": 64 if gpu == "H100" else 16}
+    if (0, 8) <= _v(version) < (0, 11) and rng.random() < 0.2:
+        extra.update(engine="v0", v0_fallback_reason="--kv-cache-dtype is not supported by the V1 Engine")
+    spec = world(version, gpu, model, count=tp, tp=tp, foreign_gib=foreign, memory=memory, **extra)
+    longest = spec["model"]["max_position_embeddings"]
+    q = question(longest, rng.choice(GRANULARITIES), rng.choice([1, 1, 1024]))
+    if tp > 1:
+        q["tensor_parallel_size"] = tp
+    roll = rng.random()  # the questions the latent's page decides: 32 GB of weights leave an 80 GB card room
+    if roll < 0.35 and _v(version) >= (0, 10, 2):
+        q["kv_cache_memory"] = rng.randint(64, 6 * 1024) * MIB
+    elif roll < 0.65:
+        q["target_len"] = min(longest, rng.choice([4096, 16384, 65536, 131072]))
+    elif roll < 0.85:
+        q["gpu_memory_utilization"] = round(rng.uniform(0.42, 0.6), 2)
+    tags = ["latent"] + (["foreign"] if foreign else [])
+    return Case("latent-%03d-%s-%s-tp%d" % (index, version, gpu, tp), dict(spec, name="latent-%03d" % index), q,
+                "MLA world %d (%s)" % (index, model), tags)
+
+
 def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
     """The truth, where it does not depend on the prompt/output split (None: draw again)."""
     from .harness import _fakeworld, _world
@@ -94,16 +133,18 @@ def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
     return one if one.get("fit") == other.get("fit") else None
 
 
-def random_cases(seed: int, count: int, hybrid: bool = False, versions: Optional[List[str]] = None) -> List[Case]:
+def random_cases(seed: int, count: int, hybrid: bool = False, versions: Optional[List[str]] = None,
+                 latent: bool = False) -> List[Case]:
     """`count` worlds drawn with `seed` (the same seed, the same worlds); `hybrid`: sliding-window and
-    hybrid-attention families on V1; `versions`: the vLLM versions drawn from (OLDEST_VERSIONS)."""
+    hybrid-attention families on V1; `versions`: the vLLM versions drawn from (OLDEST_VERSIONS); `latent`:
+    MLA families (DeepSeek V2 and V3 layouts)."""
     from .harness import truth
 
     rng = random.Random(seed)
     found: List[Case] = []
     index = 0
     while len(found) < count:
-        case = _draw(rng, index, hybrid, versions)
+        case = _draw(rng, index, hybrid, versions, latent)
         index += 1
         if case.question.get("kv_cache_memory") and case.question["kv_cache_memory"] > 0.9 * case.world["gpu"][
                 "total_bytes"]:
