@@ -28,6 +28,7 @@ from .attention import (
 from .config_basics import DTYPE_BYTES as _DTYPE_BYTES
 from .config_basics import model_dtype_bytes
 from .config_checks import check_config
+from .config_weights import config_weights_bytes
 from .hybrid_layers import mamba_state, ssm_dtype_bytes, state_family
 from .layer_pages import layer_page_shapes
 from .maxlen import MAX_CONFIG_BYTES, YARN_UNSCALED_SINCE, derived_max_len, max_len_source, tokenizer_max_len
@@ -170,41 +171,6 @@ def kv_element_bytes(engine_args: Dict[str, Any]) -> Any:
 def looks_local(model: str) -> bool:
     """True when `model` is meant as a path rather than a hub id like `org/name`."""
     return model.startswith(("/", "./", "../", "~")) or Path(os.path.expanduser(model)).exists()
-
-
-def config_weights_bytes(config: Dict[str, Any]) -> Optional[int]:
-    """Parameters x dtype bytes of a dense decoder with a gated MLP (Llama, Qwen, Mistral, Mixtral);
-    None when a number is missing or the weights are quantized."""
-    if config.get("quantization_config"):
-        return None
-    text = text_config(config)
-    intermediates = text.get("intermediate_size")
-    if isinstance(intermediates, list) and intermediates and all(isinstance(n, int) for n in intermediates):
-        intermediates = sum(intermediates) // len(intermediates)  # per layer (Gemma 3n): their mean
-    raw = [text.get(key) for key in ("num_hidden_layers", "num_attention_heads", "hidden_size")]
-    raw += [intermediates, text.get("vocab_size")]
-    dtype = model_dtype_bytes(text)
-    numbers = [n for n in raw if isinstance(n, int) and not isinstance(n, bool) and n > 0]
-    if dtype is None or len(numbers) != len(raw):
-        return None
-    layers, heads, hidden, intermediate, vocab = numbers
-    counts = [_count(text.get("num_key_value_heads"), heads), _count(text.get("head_dim"), hidden // heads),
-              _count(text.get("num_local_experts") or text.get("num_experts"), 1)]
-    known = [n for n in counts if n is not None]
-    if len(known) < len(counts):
-        return None
-    kv_heads, head_dim, experts = known
-    attention = hidden * head_dim * (2 * heads + 2 * kv_heads)  # q and o, k and v
-    mlp = 3 * hidden * intermediate * experts
-    embeddings = vocab * hidden * (1 if text.get("tie_word_embeddings") else 2)
-    return int((layers * (attention + mlp) + embeddings) * dtype)
-
-
-def _count(value: Any, default: int) -> Optional[int]:
-    """A count config.json may leave out (the default then); None where it is there but not a count."""
-    if value is None or value == 0:
-        return default
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def hub_cache_dir(model: str, env: Optional[Dict[str, str]] = None) -> Optional[Path]:
