@@ -258,6 +258,18 @@ def test_a_docker_image_of_another_vllm_version_is_compared(tmp_path):
     assert done.returncode == 2 and "runs vLLM 0.6.3, the fit was found on 0.32.0" in done.stderr
 
 
+@pytest.mark.parametrize("empty", ['""', "''"])
+def test_an_empty_quoted_word_is_a_word_as_bash_passes_it(tmp_path, empty):
+    """`vllm serve org/m "" ...`: bash passes an empty argument, a second positional vLLM refuses; the reader
+    dropped it (a quoted word with no character in it) and wrote the fit into a server that cannot start."""
+    text = "#!/bin/bash\nvllm serve org/m %s --max-model-len 4096\n" % empty
+    (tmp_path / "serve.sh").write_text(text)
+    assert served(tmp_path / "serve.sh", tmp_path) == ["org/m", "", "--max-model-len", "4096"]
+    done = apply(tmp_path, "serve.sh", "model: org/m\nmax-model-len: 12345\ngpu-memory-utilization: 0.87\n")
+    assert done.returncode == 2 and "empty word" in done.stderr, done.stderr
+    assert (tmp_path / "serve.sh").read_text() == text
+
+
 @pytest.mark.parametrize("text", [
     "#!/bin/bash\nvllm serve org/m --max-model-len 'unclosed\n",
     "#!/bin/bash\nvllm serve org/m --max-model-len $(( 4096 * 2 ))\n",

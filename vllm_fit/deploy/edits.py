@@ -82,10 +82,8 @@ class Planner:
         if server.problem:
             raise BadInput("%s, %s: %s; it is left as it is"
                            % (self.file, server.where, server.problem))
-        if server.merged_option:
-            raise BadInput("%s, %s: the word %r holds an option and its value with a space, which vLLM reads as a"
-                           " stray argument (vllm serve refuses to start; other entry points ignore it); write the"
-                           " option and its value as two words" % (self.file, server.where, server.merged_option))
+        if server.stray_word:
+            raise BadInput("%s, %s: %s" % (self.file, server.where, server.stray_word))
         additions: Dict[Tuple[str, int, str], List[Tuple[Addition, str, str]]] = {}
         args = server.args
         for key, value in fit.settings().items():

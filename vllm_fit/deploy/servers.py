@@ -20,7 +20,7 @@ from ..errors import one_line
 from . import shell
 from .container_run import container_run
 from .layout import KeySlot
-from .vllm_args import Args, Program, merged_option, open_word, parse, program_of
+from .vllm_args import Args, Program, open_word, parse, program_of, stray_word
 from .words import After, Word
 
 SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
@@ -115,11 +115,9 @@ class Server:
         return word.unknown if word is not None else ""
 
     @property
-    def merged_option(self) -> str:
-        """A word of its command line that holds an option and its value with a space ("--max-model-len 4096"
-        as one list item), which vLLM reads as a stray argument ("" when none)."""
-        word = merged_option(self.args)
-        return word.text if word is not None else ""
+    def stray_word(self) -> str:
+        """Why a word of its command line is a stray argument to vLLM's parser ("" when none is)."""
+        return stray_word(self.program, self.args) if self.program is not None else ""
 
     def addition(self, option: str) -> Optional[Addition]:
         return self.additions.get(option) or self.additions.get("*")

@@ -127,6 +127,8 @@ def _expand(raw: RawWord, script: Word, env: Mapping[str, Word], positional: Opt
     fields: List[_Field] = [_Field()]
     unknown = source = ""
     for piece in raw.pieces:
+        if piece.kind == "lit" and not piece.text:
+            continue  # '' or "": no character, but the word is there
         if piece.kind == "lit":
             offset = script.offsets[piece.index] if piece.index < len(script.offsets) else -1
             fields[-1].add(piece.text, offset)

@@ -141,9 +141,11 @@ def _piece(script: str, at: int, word: RawWord, compose: bool = False) -> int:
         close = script.find("'", at + 1)
         if close < 0:
             raise ShellUnsupported("an unclosed single quote")
-        word.pieces += [Piece("lit", script[i], i, True) for i in range(at + 1, close)]
-        return close + 1
+        word.pieces += [Piece("lit", script[i], i, True) for i in range(at + 1, close)] or [Piece("lit", "", at, True)]
+        return close + 1  # '' alone is still a word: an empty one
     if char == '"':
+        if script.startswith('""', at):
+            word.pieces.append(Piece("lit", "", at, True))
         at += 1
         while at < len(script) and script[at] != '"':
             if script[at] == "\\" and at + 1 < len(script) and script[at + 1] in '$`"\\\n':

@@ -6,7 +6,8 @@ huggingfaceserver with its vLLM backend); then the options: `--flag value`, `--f
 number of values each option takes (vllm_options.py, read off vLLM's parser; `-O3` is one word, and
 so is a short option with `=`), and the last occurrence
 of an option winning (argparse's `store`). `vllm serve`'s positional model wins over `--model`. A word that
-holds an option and its value with a space is a stray positional to argparse, kept apart (`Args.merged`).
+holds an option and its value with a space is a stray positional to argparse, kept apart (`Args.merged`), and
+an empty word is no model (`stray_word` says why either is refused).
 """
 
 from __future__ import annotations
@@ -154,11 +155,19 @@ def looks_like_option(text: str) -> bool:
     return not any(c.isspace() for c in text.split("=", 1)[0])
 
 
-def merged_option(args: Args) -> Optional[Word]:
-    """A word the file holds that is an option and its value written as one ("--max-model-len 4096" as one list
-    item): argparse reads it as a stray argument, so `vllm serve` refuses to start and other entry points
-    ignore it or refuse. None when there is none."""
-    return next((w for w in args.merged if not w.unknown), None)
+def stray_word(program: Program, args: Args) -> str:
+    """Why vLLM's parser takes a word the file holds as a stray argument ("" when none): an option and its value
+    written as one word ("--max-model-len 4096" as one list item: `vllm serve` refuses to start, other entry
+    points ignore it or refuse), or an empty word after `vllm serve`'s model ("$EXTRA" quoted and empty)."""
+    merged = next((w for w in args.merged if not w.unknown), None)
+    if merged is not None:
+        return ("the word %r holds an option and its value with a space, which vLLM reads as a stray argument"
+                " (vllm serve refuses to start; other entry points ignore it); write the option and its value as"
+                " two words" % merged.text)
+    if program is Program.SERVE and any(not w.text and not w.unknown for w in args.positionals):
+        return ("it gives vllm serve an empty word after the model (a quoted empty variable, or \"\"), which vLLM"
+                " refuses ('unrecognized arguments'); remove it, or leave the variable unquoted")
+    return ""
 
 
 def _values(name: str, words: Sequence[Word], at: int, dotted: bool = False) -> int:
@@ -184,8 +193,9 @@ def _values(name: str, words: Sequence[Word], at: int, dotted: bool = False) -> 
 def model_of(program: Program, args: Args) -> Optional[Word]:
     """The model the server loads: `vllm serve`'s positional wins over --model (several different --model
     values: unknown, the version decides); KServe's --model_id or --model_dir."""
-    if program is Program.SERVE and args.positionals:
-        return args.positionals[0]
+    slot = [w for w in args.positionals if w.text or w.unknown]  # an empty word is no model (stray_word)
+    if program is Program.SERVE and slot:
+        return slot[0]
     given = [o.value_word() for o in args.options if o.name == "--model" and o.value_word() is not None]
     if program is Program.SERVE and len({word.text for word in given if word is not None}) > 1:
         # vllm serve moves the first --model into its positional slot (0.9+); before, argparse kept the last
