@@ -162,6 +162,28 @@ def test_vllm_serve_with_several_models_is_not_matched_by_the_last(tmp_path):
     assert done.returncode == 2 and "several --model values" in done.stderr and target.read_text() == text
 
 
+@pytest.mark.vllm
+@pytest.mark.parametrize("image, refused", [("vllm/vllm-openai:v0.32.0", True), ("vllm/vllm-openai:v0.9.2", False),
+                                            ("me/vllm:1", True)])
+def test_vllm_serve_given_its_model_twice_is_refused_where_vllm_refuses_it(tmp_path, image, refused):
+    """`command: [vllm, serve, org/m]` with `args: [--model, org/m]`: vLLM 0.20 and later move --model into the
+    positional slot and refuse the second model (vLLM 0.32's serve CLI asserted here); on an older image (or a fit
+    found on one) the positional was served, and the fit is written."""
+    pytest.importorskip("vllm")
+    from deploy_oracle import vllm_serve_model
+
+    with pytest.raises(SystemExit):
+        vllm_serve_model(["org/m", "--model", "org/m"])
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: v}\nspec:\n  containers:\n  - name: vllm\n    image: %s\n"
+            "    command: [vllm, serve, org/m]\n    args: [--model, org/m, --max-model-len, \"4096\"]\n" % image)
+    target = write(tmp_path, "pod.yaml", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "pod.yaml", "--allow-mismatch")
+    if refused:
+        assert done.returncode == 2 and "its model twice" in done.stderr and target.read_text() == text
+    else:
+        assert done.returncode == 0 and '"16384"' in target.read_text(), done.stderr
+
+
 def test_a_flag_unknown_to_the_table_does_not_take_the_next_flag_as_its_value(tmp_path):
     """A newer vLLM's flag (not in the option table) followed by the flag that wins: that one is edited."""
     target = write(tmp_path, "c.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: org/m"

@@ -28,6 +28,7 @@ from .matching import match
 from .prove import prove
 from .servers import Server
 from .setup_match import differences
+from .vllm_args import Program
 
 
 class Mismatch(BadInput):
@@ -57,20 +58,44 @@ def _squash(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower().replace("nvidia", ""))
 
 
+def _image_version(server: Server) -> Optional[str]:
+    """The vLLM version its vLLM image's tag names (python:3.11's tag is not vLLM's), else None."""
+    tag = re.search(r":v?(\d+\.\d+(?:\.\d+)?)", server.image) if server.image and is_vllm_image(server.image) else None
+    return tag.group(1) if tag else None
+
+
+def _fit_version(fit: Fit) -> Optional[str]:
+    found = re.match(r"\d+\.\d+(?:\.\d+)?", fit.vllm_version or "")
+    return found.group(0) if found else None
+
+
 def mismatch(server: Server, fit: Fit) -> Optional[str]:
     """Why this fit may not hold for this server: another vLLM version in its (vLLM) image's tag, another GPU in
     its node selector or labels (None when the file declares nothing else)."""
-    if server.image and fit.vllm_version and is_vllm_image(server.image):  # python:3.11's tag is not vLLM's
-        tag = re.search(r":v?(\d+\.\d+(?:\.\d+)?)", server.image)
-        found = re.match(r"\d+\.\d+(?:\.\d+)?", fit.vllm_version)
-        if tag and found and tag.group(1) != found.group(0):
-            return "the image %s runs vLLM %s, the fit was found on %s" % (server.image, tag.group(1), found.group(0))
+    tag, found = _image_version(server), _fit_version(fit)
+    if tag and found and tag != found:
+        return "the image %s runs vLLM %s, the fit was found on %s" % (server.image, tag, found)
     if server.gpu_labels and fit.gpu:
         mine = _squash(fit.gpu)
         labels = [_squash(label) for label in server.gpu_labels]
         if not any(label and (label in mine or mine in label) for label in labels):
             return "the deployment asks for %s, the fit was found on %s" % (", ".join(server.gpu_labels), fit.gpu)
     return None
+
+
+def model_twice(server: Server, fit: Fit) -> Optional[str]:
+    """Why vLLM refuses a `vllm serve` that is given its model both as the positional and with --model (None where
+    it does not): from 0.20 on (0.20, 0.26, 0.28 and 0.32 checked) the CLI moves --model into the positional slot
+    and the second model is an unrecognized argument. The version is the image tag's, else the fit's."""
+    version = _image_version(server) or _fit_version(fit)
+    if server.program is not Program.SERVE or not version or tuple(int(n) for n in version.split(".")) < (0, 20):
+        return None
+    positional = next((w for w in server.args.positionals if w.text), None)
+    given = server.args.last("--model")
+    if positional is None or given is None:
+        return None
+    return ("it gives vllm serve its model twice (%s, and --model %s), which vLLM %s refuses to start ('unrecognized"
+            " arguments'); keep the positional one" % (positional.text, given.value, version))
 
 
 def other_setup(server: Server, fit: Fit) -> Tuple[List[str], List[str]]:
@@ -100,6 +125,9 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
     planner = Planner(deployment.text, str(deployment.path))
     for server, fit in pairs:
         before = len(planner.changes)
+        twice = model_twice(server, fit)
+        if twice:
+            raise BadInput("%s, %s: %s" % (deployment.path, server.where, twice))
         planner.plan(server, fit)
         lowered = [c for c in planner.changes[before:] if _lowered(c)]
         if server.config_unread and planner.changes[before:] and not allow_mismatch:
