@@ -23,6 +23,17 @@ GPUS: Dict[str, Dict[str, Any]] = {
              "sm_count": 128},
 }
 
+DEEPSEEK_MLA: Dict[str, Any] = {"num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 1,
+                                "hidden_size": 2048, "head_dim": 288, "dtype_bytes": 2}
+"""The fakegpu costs 2 x KV heads x head_dim a token and layer, so one KV head of 288 stands for vLLM's one MLA
+latent of kv_lora_rank + qk_rope_head_dim = 576, whole on every tensor-parallel rank (one head replicates)."""
+DEEPSEEK_MLA_HUB: Dict[str, Any] = {"num_key_value_heads": 16, "head_dim": None, "kv_lora_rank": 512,
+                                    "q_lora_rank": None, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+                                    "v_head_dim": 128, "moe_intermediate_size": 1408, "n_routed_experts": 64,
+                                    "n_shared_experts": 2, "num_experts_per_tok": 6, "first_k_dense_replace": 1}
+"""The hub's config.json keys of DeepSeek V2/V3-shaped models where they differ from the stand-in (vllm-fit reads
+the file, the fakegpu the stand-in; None drops a key)."""
+
 MODELS: Dict[str, Dict[str, Any]] = {
     "llama-8b": {"name": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "LlamaForCausalLM",
                  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
@@ -69,27 +80,15 @@ MODELS: Dict[str, Dict[str, Any]] = {
                     "max_position_embeddings": 131072, "sliding_window": 1024, "dtype_bytes": 2,
                     "weights_bytes": 24370000000,
                     "layer_types": (["sliding_attention"] * 5 + ["full_attention"]) * 8},
-    # MLA (issue 30): the fakegpu costs 2 x KV heads x head_dim a layer, so one KV head of 288 stands for vLLM's
-    # one latent of kv_lora_rank + qk_rope_head_dim = 576 a token and layer, whole on every tensor-parallel rank
-    # (one head replicates); config.json is the hub's (hub_config), which is what vllm-fit reads.
-    "deepseek-v2-lite": {"name": "deepseek-ai/DeepSeek-V2-Lite-Chat", "architecture": "DeepseekV2ForCausalLM",
-                         "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 1,
-                         "hidden_size": 2048, "head_dim": 288, "intermediate_size": 10944, "vocab_size": 102400,
-                         "max_position_embeddings": 163840, "dtype_bytes": 2, "weights_bytes": 31414305792,
-                         "hub_config": {"model_type": "deepseek_v2", "num_key_value_heads": 16, "head_dim": None,
-                                        "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
-                                        "qk_rope_head_dim": 64, "v_head_dim": 128, "moe_intermediate_size": 1408,
-                                        "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
-                                        "first_k_dense_replace": 1}},
-    "moonlight-16b": {"name": "moonshotai/Moonlight-16B-A3B-Instruct", "architecture": "DeepseekV3ForCausalLM",
-                      "num_hidden_layers": 27, "num_attention_heads": 16, "num_key_value_heads": 1,
-                      "hidden_size": 2048, "head_dim": 288, "intermediate_size": 11264, "vocab_size": 163840,
-                      "max_position_embeddings": 8192, "dtype_bytes": 2, "weights_bytes": 31926000000,
-                      "hub_config": {"model_type": "deepseek_v3", "num_key_value_heads": 16, "head_dim": None,
-                                     "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
-                                     "qk_rope_head_dim": 64, "v_head_dim": 128, "moe_intermediate_size": 1408,
-                                     "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
-                                     "first_k_dense_replace": 1}},
+    # MLA (issue 30): see DEEPSEEK_MLA below.
+    "deepseek-v2-lite": dict(DEEPSEEK_MLA, name="deepseek-ai/DeepSeek-V2-Lite-Chat",
+                             architecture="DeepseekV2ForCausalLM", intermediate_size=10944, vocab_size=102400,
+                             max_position_embeddings=163840, weights_bytes=31414305792,
+                             hub_config=dict(DEEPSEEK_MLA_HUB, model_type="deepseek_v2")),
+    "moonlight-16b": dict(DEEPSEEK_MLA, name="moonshotai/Moonlight-16B-A3B-Instruct",
+                          architecture="DeepseekV3ForCausalLM", intermediate_size=11264, vocab_size=163840,
+                          max_position_embeddings=8192, weights_bytes=31926000000,
+                          hub_config=dict(DEEPSEEK_MLA_HUB, model_type="deepseek_v3")),
     "gpt-oss-20b": {"name": "openai/gpt-oss-20b", "architecture": "GptOssForCausalLM", "model_type": "gpt_oss",
                     "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8,
                     "hidden_size": 2880, "head_dim": 64, "intermediate_size": 2880, "vocab_size": 201088,

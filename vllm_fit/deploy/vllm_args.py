@@ -129,7 +129,7 @@ def parse(words: Sequence[Word]) -> Args:
             positionals += words[at + 1:]
             break
         if not looks_like_option(text):
-            (merged if text.startswith("-") and not NEGATIVE.match(text) and text != "-" else positionals).append(word)
+            (merged if _dashed(text) else positionals).append(word)
             at += 1
             continue
         if "=" in text:  # --flag=value, and argparse's -tp=2; vLLM's dotted -cc.level=3 too
@@ -147,12 +147,15 @@ def parse(words: Sequence[Word]) -> Args:
     return Args(tuple(options), tuple(positionals), tuple(merged))
 
 
+def _dashed(text: str) -> bool:
+    """A word starting with `-` that is not a negative number nor `-` alone."""
+    return text.startswith("-") and not NEGATIVE.match(text) and text != "-"
+
+
 def looks_like_option(text: str) -> bool:
-    """argparse's test: a word starting with `-` is an option, unless it is a negative number, `-` alone, or
-    holds a space in its name ("--max-model-len 4096" as one word is a positional in every version)."""
-    if not text.startswith("-") or NEGATIVE.match(text) or text == "-":
-        return False
-    return not any(c.isspace() for c in text.split("=", 1)[0])
+    """argparse's test: a dashed word is an option unless it holds a space in its name ("--max-model-len 4096" as
+    one word is a positional in every version)."""
+    return _dashed(text) and not any(c.isspace() for c in text.split("=", 1)[0])
 
 
 def stray_word(program: Program, args: Args) -> str:
