@@ -163,12 +163,15 @@ def test_vllm_serve_with_several_models_is_not_matched_by_the_last(tmp_path):
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("image, refused", [("vllm/vllm-openai:v0.32.0", True), ("vllm/vllm-openai:v0.9.2", False),
-                                            ("me/vllm:1", True)])
+@pytest.mark.parametrize("image, refused", [("vllm/vllm-openai:v0.32.0", "its model twice"),
+                                            ("vllm/vllm-openai:v0.11.1", "its model twice"),
+                                            ("vllm/vllm-openai:v0.9.2", "which vLLM 0.9.2 refuses"),
+                                            ("vllm/vllm-openai:v0.5.4", ""), ("me/vllm:1", "its model twice")])
 def test_vllm_serve_given_its_model_twice_is_refused_where_vllm_refuses_it(tmp_path, image, refused):
-    """`command: [vllm, serve, org/m]` with `args: [--model, org/m]`: vLLM 0.20 and later move --model into the
-    positional slot and refuse the second model (vLLM 0.32's serve CLI asserted here); on an older image (or a fit
-    found on one) the positional was served, and the fit is written."""
+    """`command: [vllm, serve, org/m]` with `args: [--model, org/m]`: from 0.11.1 vLLM moves --model into the
+    positional slot and refuses the second model (vLLM 0.32's serve CLI asserted here), 0.5.5-0.11.0 refuse the
+    word --model under vllm serve (0.9.2's parser: tests/test_real_vllm_versions.py); before 0.5.5 the positional
+    was served and the fit is written. A vLLM image's tag says the version, else the fit's (0.32.0 here)."""
     pytest.importorskip("vllm")
     from deploy_oracle import vllm_serve_model
 
@@ -179,9 +182,51 @@ def test_vllm_serve_given_its_model_twice_is_refused_where_vllm_refuses_it(tmp_p
     target = write(tmp_path, "pod.yaml", text)
     done = apply(tmp_path, str(fit(tmp_path)), "--to", "pod.yaml", "--allow-mismatch")
     if refused:
-        assert done.returncode == 2 and "its model twice" in done.stderr and target.read_text() == text
+        assert done.returncode == 2 and refused in done.stderr and target.read_text() == text, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
     else:
         assert done.returncode == 0 and '"16384"' in target.read_text(), done.stderr
+
+
+@pytest.mark.parametrize("version, refused", [("0.32.0", ()), ("0.11.1", ()), ("0.11.0", ("--model",)),
+                                              ("0.8.3", ("--model",)), ("0.8.2", ("--model", "--model=")),
+                                              ("0.5.5", ("--model", "--model=")), ("0.5.4", ("--model", "--model="))])
+def test_vllm_serve_given_its_model_by_option_is_refused_on_the_releases_that_refuse_it(tmp_path, version, refused):
+    """`vllm serve --model org/m` (no positional): 0.5.5-0.11.0 raise "With `vllm serve`, you should provide the
+    model as a positional argument" (from 0.8.3 only for the word `--model`, not `--model=org/m`), before 0.8.3 the
+    positional is required; from 0.11.1 --model is moved into the positional slot (read in each release's
+    FlexibleArgumentParser and serve command; 0.9.2 and 0.28's parsers in tests/test_real_vllm_versions.py)."""
+    for form in ("--model", "--model="):
+        words = "[%s]" % (form + "org/m" if form.endswith("=") else "--model, org/m")
+        text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: v}\nspec:\n  containers:\n  - name: vllm\n"
+                "    image: me/vllm:1\n    command: [vllm, serve]\n    args: %s\n" % words)
+        target = write(tmp_path, "pod.yaml", text)
+        path = fit(tmp_path)
+        path.write_text(path.read_text().replace("# vllm: 0.32.0", "# vllm: %s" % version))
+        done = apply(tmp_path, str(path), "--to", "pod.yaml")
+        if form in refused:
+            assert done.returncode == 2 and target.read_text() == text, (form, done.stderr)
+            assert ("vLLM %s" % version) in done.stderr and len(done.stderr.strip().splitlines()) == 1
+        else:
+            assert done.returncode == 0 and "16384" in target.read_text(), (form, done.stderr)
+
+
+def test_a_vllm_image_runs_the_api_server_module_up_to_0_11_0(tmp_path):
+    """vllm/vllm-openai's ENTRYPOINT is the api_server module up to 0.11.0 and `vllm serve` from 0.11.1
+    (docker/Dockerfile of each release's source archive): a positional model is served only by the newer one,
+    and `--model` is what the older one reads."""
+    for tag, args, written in (("v0.11.0", "[org/m, --max-model-len, '4096']", False),
+                               ("v0.10.2", "[--model, org/m, --max-model-len, '4096']", True),
+                               ("v0.11.1", "[org/m, --max-model-len, '4096']", True),
+                               ("v0.11.1", "[--model, org/m, --max-model-len, '4096']", True)):
+        text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: v}\nspec:\n  containers:\n  - name: vllm\n"
+                "    image: vllm/vllm-openai:%s\n    args: %s\n" % (tag, args))
+        target = write(tmp_path, "pod.yaml", text)
+        done = apply(tmp_path, str(fit(tmp_path)), "--to", "pod.yaml", "--allow-mismatch")
+        assert (done.returncode == 0 and "16384" in target.read_text()) is written, (tag, args, done.stderr)
+        if not written:
+            assert done.returncode == 2 and target.read_text() == text
+            assert "does not take the positional org/m as its model; give it with --model" in done.stderr
 
 
 def test_a_flag_unknown_to_the_table_does_not_take_the_next_flag_as_its_value(tmp_path):

@@ -222,3 +222,54 @@ def test_before_0_20_over_the_maximum_and_the_fit_over_http(version, engine, vll
     served = run_trial(dataclasses.replace(plan, via=Via.SERVE), 2, dict(base, max_model_len=expected))
     assert served.outcome is Outcome.OK, served.detail
     assert served.request["http"]["usage"][0]["total_tokens"] == expected
+
+
+SERVE_PARSER = r"""
+import json, os, sys
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+except ImportError:  # before 0.11.1
+    from vllm.utils import FlexibleArgumentParser
+from vllm.entrypoints.cli.serve import ServeSubcommand
+served = []
+for argv in json.loads(sys.argv[1]):
+    parser = FlexibleArgumentParser()
+    ServeSubcommand().subparser_init(parser.add_subparsers(dest="subparser"))
+    try:
+        parsed = parser.parse_args(["serve", *argv])
+    except (SystemExit, ValueError):
+        served.append(None)
+        continue
+    served.append(parsed.model_tag if getattr(parsed, "model_tag", None) is not None else parsed.model)
+print(json.dumps(served))
+"""
+
+MODEL_SHAPES = [["org/m"], ["--model", "org/m"], ["--model=org/m"], ["org/m", "--model", "org/m"],
+                ["org/m", "--model=org/m"]]
+
+
+def test_apply_refuses_the_model_words_this_vllm_serve_refuses(version, vllm_python, tmp_path):
+    """The model given as the positional, with `--model`, `--model=`, or both: apply writes the fit exactly where
+    this version's own `vllm serve` parser starts with org/m, and refuses (exit 2, the file untouched) where it
+    refuses (0.9.2 the word --model, 0.28 and 0.32 a model given twice)."""
+    import sys
+
+    out = subprocess.run([vllm_python, "-c", SERVE_PARSER, json.dumps(MODEL_SHAPES)], capture_output=True,
+                         text=True, timeout=600, env={"VLLM_TARGET_DEVICE": "cpu", "PATH": "/usr/bin:/bin"})
+    served = json.loads(out.stdout.strip().splitlines()[-1])
+    assert set(served) <= {"org/m", None} and None in served and "org/m" in served, served
+    fit_file = tmp_path / "fit.yaml"
+    fit_file.write_text("# vllm: %s\nmodel: org/m\nmax-model-len: 16384\ngpu-memory-utilization: 0.9\n"
+                        % ".".join(str(n) for n in version))
+    for argv, model in zip(MODEL_SHAPES, served):
+        text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: v}\nspec:\n  containers:\n  - name: vllm\n"
+                "    image: me/vllm:1\n    command: [vllm, serve]\n    args: %s\n" % json.dumps(argv))
+        pod = tmp_path / "pod.yaml"
+        pod.write_text(text)
+        done = subprocess.run([sys.executable, "-m", "vllm_fit", "apply", str(fit_file), "--to", str(pod)],
+                              capture_output=True, text=True, timeout=120)
+        if model is None:
+            assert done.returncode == 2 and pod.read_text() == text, (argv, done.stderr)
+        else:
+            assert done.returncode == 0 and "16384" in pod.read_text(), (argv, done.stderr)

@@ -23,9 +23,9 @@ from ..files.locks import Locked, locked_files
 from .deployment import Deployment, read_deployment
 from .edits import Change, Planner, read_number
 from .fits import Fit, Source
-from .images import is_vllm_image
 from .matching import match
 from .prove import prove
+from .serve_model import fit_version, image_version, model_refusal
 from .servers import Server
 from .setup_match import differences
 from .vllm_args import Program
@@ -58,21 +58,10 @@ def _squash(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", text.lower().replace("nvidia", ""))
 
 
-def _image_version(server: Server) -> Optional[str]:
-    """The vLLM version its vLLM image's tag names (python:3.11's tag is not vLLM's), else None."""
-    tag = re.search(r":v?(\d+\.\d+(?:\.\d+)?)", server.image) if server.image and is_vllm_image(server.image) else None
-    return tag.group(1) if tag else None
-
-
-def _fit_version(fit: Fit) -> Optional[str]:
-    found = re.match(r"\d+\.\d+(?:\.\d+)?", fit.vllm_version or "")
-    return found.group(0) if found else None
-
-
 def mismatch(server: Server, fit: Fit) -> Optional[str]:
     """Why this fit may not hold for this server: another vLLM version in its (vLLM) image's tag, another GPU in
     its node selector or labels (None when the file declares nothing else)."""
-    tag, found = _image_version(server), _fit_version(fit)
+    tag, found = image_version(server), fit_version(fit)
     if tag and found and tag != found:
         return "the image %s runs vLLM %s, the fit was found on %s" % (server.image, tag, found)
     if server.gpu_labels and fit.gpu:
@@ -81,21 +70,6 @@ def mismatch(server: Server, fit: Fit) -> Optional[str]:
         if not any(label and (label in mine or mine in label) for label in labels):
             return "the deployment asks for %s, the fit was found on %s" % (", ".join(server.gpu_labels), fit.gpu)
     return None
-
-
-def model_twice(server: Server, fit: Fit) -> Optional[str]:
-    """Why vLLM refuses a `vllm serve` that is given its model both as the positional and with --model (None where
-    it does not): from 0.20 on (0.20, 0.26, 0.28 and 0.32 checked) the CLI moves --model into the positional slot
-    and the second model is an unrecognized argument. The version is the image tag's, else the fit's."""
-    version = _image_version(server) or _fit_version(fit)
-    if server.program is not Program.SERVE or not version or tuple(int(n) for n in version.split(".")) < (0, 20):
-        return None
-    positional = next((w for w in server.args.positionals if w.text), None)
-    given = server.args.last("--model")
-    if positional is None or given is None:
-        return None
-    return ("it gives vllm serve its model twice (%s, and --model %s), which vLLM %s refuses to start ('unrecognized"
-            " arguments'); keep the positional one" % (positional.text, given.value, version))
 
 
 def other_setup(server: Server, fit: Fit) -> Tuple[List[str], List[str]]:
@@ -125,9 +99,9 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
     planner = Planner(deployment.text, str(deployment.path))
     for server, fit in pairs:
         before = len(planner.changes)
-        twice = model_twice(server, fit)
-        if twice:
-            raise BadInput("%s, %s: %s" % (deployment.path, server.where, twice))
+        refused = model_refusal(server, fit)
+        if refused:
+            raise BadInput("%s, %s: %s" % (deployment.path, server.where, refused))
         planner.plan(server, fit)
         lowered = [c for c in planner.changes[before:] if _lowered(c)]
         if server.config_unread and planner.changes[before:] and not allow_mismatch:
@@ -162,14 +136,24 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
     return FileResult(deployment.path, deployment.text, after, planner.changes, len(pairs), notes)
 
 
+def _model_shown(server: Server) -> str:
+    """Its model as the no-match message shows it, saying why a positional word is not it."""
+    if server.model or server.model_from:
+        return server.model or "from %s" % server.model_from
+    positional = next((w.text for w in server.args.positionals if w.text), None)
+    if server.program is Program.API_SERVER and positional:
+        return ("None (%s, which vLLM images run up to 0.11.0, does not take the positional %s as its model; give it"
+                " with --model)" % (Program.API_SERVER.value, positional))
+    return "None"
+
+
 def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadInput:
     """Why no server took a fit, naming what was found (or where the model appears outside a command)."""
     fits = ", ".join("%s%s" % (f.model, " (%s)" % f.name if f.name else "") for f in source.fits)
     found = [s for d in deployments for s in d.servers if not s.template]
     if found:
         seen = "; ".join("%s: %s" % (s.where, s.problem or "model %s, names %s%s"
-                                     % (s.model or ("from %s" % s.model_from if s.model_from else None),
-                                        ", ".join(s.names) or "none",
+                                     % (_model_shown(s), ", ".join(s.names) or "none",
                                         ", options from %s with --config" % s.config_unread if s.config_unread
                                         else "")) for s in found[:4])
         return BadInput("no vLLM server in %s matches the fit for %s (servers found: %s)"

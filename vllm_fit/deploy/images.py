@@ -1,22 +1,22 @@
 """What an image runs when a deployment does not name the program: vLLM's images and KServe's.
 
-vLLM's `vllm-openai` image has `ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]` in
-older releases and `["vllm", "serve"]` in newer ones (docker/Dockerfile; the change landed in the second
-half of 2025, taken here as 0.10). Both take the same options; only the newer one takes the model as a
-positional word. KServe's huggingfaceserver image runs `python -m huggingfaceserver`. An image that is
-none of these runs vLLM only if its arguments say so (vLLM-only options): then `vllm serve` is assumed.
+vLLM's `vllm-openai` image has `ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]` up to
+0.11.0 and `["vllm", "serve"]` from 0.11.1 (docker/Dockerfile in each release's source archive on PyPI). Both
+take the same options; only the newer one takes the model as a positional word. KServe's huggingfaceserver
+image runs `python -m huggingfaceserver`. An image that is none of these runs vLLM only if its arguments say so
+(vLLM-only options): then `vllm serve` is assumed.
 """
 
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Tuple
 
 from .words import Word
 
 VLLM_IMAGE = re.compile(r"(^|/)vllm[-_]?openai([-_][a-z0-9]+)?(:|@|$)|(^|/)vllm-(cpu|rocm|tpu|neuron)(:|@|$)", re.I)
 KSERVE_HF_IMAGE = re.compile(r"(^|/)huggingfaceserver(:|@|$)", re.I)
-SERVE_SINCE = (0, 10)
+SERVE_SINCE = (0, 11, 1)
 VLLM_ONLY = ("--max-model-len", "--gpu-memory-utilization", "--gpu_memory_utilization", "--max_model_len",
              "--served-model-name", "--tensor-parallel-size", "--kv-cache-memory-bytes")
 
@@ -25,9 +25,9 @@ def is_vllm_image(image: Optional[str]) -> bool:
     return bool(image and VLLM_IMAGE.search(image))
 
 
-def _tag_version(image: str) -> Optional[tuple]:
-    found = re.search(r":v?(\d+)\.(\d+)", image)
-    return (int(found.group(1)), int(found.group(2))) if found else None
+def _tag_version(image: str) -> Optional[Tuple[int, ...]]:
+    found = re.search(r":v?(\d+)\.(\d+)(?:\.(\d+))?", image)
+    return tuple(int(n) for n in found.groups() if n is not None) if found else None
 
 
 def image_entrypoint(image: Optional[str], args: Sequence[Word]) -> Optional[List[Word]]:

@@ -201,7 +201,7 @@ def model_of(program: Program, args: Args) -> Optional[Word]:
         return slot[0]
     given = [o.value_word() for o in args.options if o.name == "--model" and o.value_word() is not None]
     if program is Program.SERVE and len({word.text for word in given if word is not None}) > 1:
-        # vllm serve moves the first --model into its positional slot (0.9+); before, argparse kept the last
+        # vllm serve moves the first --model into its positional slot (0.11.1+); before, argparse kept the last
         return Word.made(" or ".join(word.text for word in given if word is not None),
                          unknown="several --model values (vllm serve reads the first, older versions the last)")
     for name in (("--model-id", "--model-dir") if program is Program.KSERVE else ("--model",)):
