@@ -815,3 +815,24 @@ def test_a_compose_default_of_several_words_is_not_read_as_literal_words(tmp_pat
     done = apply(tmp_path, str(fit(tmp_path, 12345)), "--to", "compose.yaml")
     assert done.returncode == 2 and "its command line has ${EXTRA" in done.stderr, done.stderr
     assert (tmp_path / "compose.yaml").read_text() == text
+
+
+@pytest.mark.parametrize("tag, refused", [("v0.9.2", True), ("v0.10.1.1", True), ("v0.10.2", False), ("latest", False)])
+def test_the_kv_bytes_knob_is_not_written_for_a_vllm_without_it(tmp_path, tag, refused):
+    """`--kv-cache-memory-bytes` is in vLLM's EngineArgs from 0.10.2 (read in each release): an image of an older
+    vLLM refuses to start with it as an unrecognized argument, so such a fit is refused there, --allow-mismatch
+    or not; where it is written on another version than the fit's, stderr says the fit may not hold there."""
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: v}\nspec:\n  containers:\n  - name: vllm\n"
+            "    image: vllm/vllm-openai:%s\n    args: [--model, org/m, --max-model-len, '4096']\n" % tag)
+    target = write(tmp_path, "pod.yaml", text)
+    source = write(tmp_path, "fit.yaml", "# vllm: 0.32.0\nmodel: org/m\nmax-model-len: 16384\n"
+                                         "kv-cache-memory-bytes: 8589934592\n")
+    for extra in ([], ["--allow-mismatch"]):
+        done = apply(tmp_path, str(source), "--to", "pod.yaml", *extra)
+        if refused:
+            assert done.returncode == 2 and target.read_text() == text, done.stderr
+            assert "has no --kv-cache-memory-bytes (from 0.10.2 on" in done.stderr
+        else:
+            assert done.returncode == 0 and "8589934592" in target.read_text(), done.stderr
+            assert ("the fit was found on 0.32.0: it may not hold there" in done.stderr) is (tag != "latest")
+            target.write_text(text)

@@ -25,7 +25,7 @@ from .edits import Change, Planner, read_number
 from .fits import Fit, Source
 from .matching import match
 from .prove import prove
-from .serve_model import fit_version, image_version, model_refusal
+from .releases import fit_version, image_version, missing_option, model_refusal
 from .servers import Server
 from .setup_match import differences
 from .vllm_args import Program
@@ -97,9 +97,10 @@ def _decode(data: bytes, path: Path) -> str:
 def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow_mismatch: bool) -> FileResult:
     """The file with every matched server given its fit, proven (not written here)."""
     planner = Planner(deployment.text, str(deployment.path))
+    cautions: List[str] = []
     for server, fit in pairs:
         before = len(planner.changes)
-        refused = model_refusal(server, fit)
+        refused = model_refusal(server, fit) or missing_option(server, fit)
         if refused:
             raise BadInput("%s, %s: %s" % (deployment.path, server.where, refused))
         planner.plan(server, fit)
@@ -125,6 +126,9 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
             raise Mismatch("%s, %s: would lower %s, but %s; refit there, or pass --allow-mismatch" % (
                 deployment.path, server.where, ", ".join("%s %s -> %s" % (c.option, c.old, c.new) for c in lowered),
                 why))
+        if why and planner.changes[before:]:
+            cautions.append("%s, %s: written, but %s: it may not hold there; search there to be sure"
+                            % (deployment.path, server.where, why))
     after = planner.apply() if planner.edits else deployment.text
     if after != deployment.text:
         prove(deployment, after, pairs)
@@ -133,7 +137,7 @@ def plan_file(deployment: Deployment, pairs: Sequence[Tuple[Server, Fit]], allow
              for s in deployment.servers if id(s) not in matched and s.problem and not s.template]
     notes += ["%s, %s: not deployed until it is enabled (enabled: false)" % (deployment.path, s.where)
               for s in deployment.servers if id(s) in matched and s.disabled]
-    return FileResult(deployment.path, deployment.text, after, planner.changes, len(pairs), notes)
+    return FileResult(deployment.path, deployment.text, after, planner.changes, len(pairs), notes + cautions)
 
 
 def _model_shown(server: Server) -> str:

@@ -1,14 +1,17 @@
-"""How `vllm serve` takes its model, release by release, and the servers its parser refuses for it.
+"""What each vLLM release's command line accepts, where apply depends on it: how `vllm serve` takes its model,
+and the options a fit writes.
 
-Read in vLLM's sources (`vllm/scripts.py`, `vllm/entrypoints/cli/serve.py`, `FlexibleArgumentParser.parse_args`
-of each release) and checked with the parsers of 0.9.2, 0.28 and 0.32 (tests/test_real_vllm_versions.py):
+Read in vLLM's sources (`vllm/scripts.py`, `vllm/entrypoints/cli/serve.py`, `FlexibleArgumentParser.parse_args`,
+`EngineArgs` of each release) and checked with the parsers of 0.9.2, 0.28 and 0.32
+(tests/test_real_vllm_versions.py):
 
 - before 0.5.5 the model is a required positional word and --model is ignored;
 - 0.5.5 to 0.8.2: the positional is required, and any --model raises "With `vllm serve`, you should provide the
   model as a positional argument instead of via the `--model` option" (vLLM PR #7347);
 - 0.8.3 to 0.11.0: the positional is optional; the word `--model` (not `--model=X`) raises that error;
 - from 0.11.1: --model is moved into the positional slot (vLLM PR #25967), so a positional beside it is an
-  unrecognized argument.
+  unrecognized argument;
+- `--kv-cache-memory-bytes` exists from 0.10.2.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ REQUIRED_UNTIL = (0, 8, 3)
 """From here the positional model is optional."""
 REFUSED_SINCE = (0, 5, 5)
 MOVED_SINCE = (0, 11, 1)
+KV_BYTES_SINCE = (0, 10, 2)
 SERVE_ERROR = "'With `vllm serve`, you should provide the model as a positional argument ...'"
 
 
@@ -75,3 +79,13 @@ def model_refusal(server: Server, fit: Fit) -> Optional[str]:
         return ("it gives vllm serve its model twice (%s, and %s), which vLLM %s refuses to start"
                 " ('unrecognized arguments'); keep the positional one" % (positional.text, option, shown))
     return None
+
+
+def missing_option(server: Server, fit: Fit) -> Optional[str]:
+    """Why the server's vLLM cannot take the fit's memory knob (None where it can): `--kv-cache-memory-bytes` is
+    an unrecognized argument before 0.10.2."""
+    version = running_version(server, fit)
+    if fit.knob[0] != "kv_cache_memory_bytes" or version is None or version >= KV_BYTES_SINCE:
+        return None
+    return ("its vLLM %s has no --kv-cache-memory-bytes (from 0.10.2 on; it refuses to start with it); apply a fit"
+            " found with --gpu-memory-utilization on that version" % ".".join(str(n) for n in version))
