@@ -70,11 +70,16 @@ def _decimal(flag: str, raw: Any, example: str) -> float:
     return value
 
 
+POSITIVE_EXAMPLES = {"--granularity": "128", "--concurrency": "8", "--tensor-parallel-size": "2"}
+"""An example value for the error message where a length (4096) would mislead."""
+
+
 def positive_int(flag: str, raw: Any) -> int:
     """A whole number >= 1."""
-    value = _whole(flag, raw, "4096")
+    example = POSITIVE_EXAMPLES.get(flag, "4096")
+    value = _whole(flag, raw, example)
     if value < 1:
-        raise BadInput("%s must be at least 1, got %r; e.g. %s 4096" % (flag, raw, flag))
+        raise BadInput("%s must be at least 1, got %r; e.g. %s %s" % (flag, raw, flag, example))
     return value
 
 
