@@ -30,10 +30,11 @@ def fit_file(folder: Path, model: str, length: int, util: float, name: str = "",
 
 
 def apply(tmp_path: Path, file: str, model: str, length: int, util: float, name: str = "",
-          extra: Sequence[str] = (), settings: Sequence[str] = ()) -> Tuple[subprocess.CompletedProcess, str, str]:
+          extra: Sequence[str] = (), settings: Sequence[str] = (),
+          vllm: str = "0.32.0") -> Tuple[subprocess.CompletedProcess, str, str]:
     shutil.copy(CORPUS / file, tmp_path / file)
     before = (tmp_path / file).read_text()
-    fit_file(tmp_path, model, length, util, name, settings=settings)
+    fit_file(tmp_path, model, length, util, name, vllm, settings)
     done = subprocess.run([sys.executable, "-m", "vllm_fit", "apply", "fit.yaml", "--to", file, *extra],
                           cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
     return done, before, (tmp_path / file).read_text()
@@ -106,6 +107,17 @@ EDITS: List[Tuple[str, str, int, float, str, List[str], List[str]]] = [
      ["      maxModelLen: 1024", "      gpuMemoryUtilization: 0.5"]),
     ("pstack-values-25-v100-single-gpu.yaml", "Qwen/Qwen2.5-0.5B-Instruct", 32768, 0.9, "",
      ["      maxModelLen: 16384"], ["      maxModelLen: 32768"]),
+    # vLLM images up to 0.11.0 run the api_server module, which takes --model (vllm serve of 0.10 would refuse it)
+    ("k8s-gateway-lora-old-image.yaml", "meta-llama/Llama-3.1-8B-Instruct", 32768, 0.92, "",
+     ['        - "16384"', '        - "0.90"'], ['        - "32768"', '        - "0.92"']),
+    ("compose-devstral-old-image.yaml", "unsloth/Devstral-Small-2507-bnb-4bit", 65536, 0.9, "",
+     ['    command: ["--model", "unsloth/Devstral-Small-2507-bnb-4bit", "--served-model-name", "devstral",'
+      ' "--quantization", "bitsandbytes", "--load_format", "bitsandbytes", "--tool-call-parser", "mistral",'
+      ' "--enable-auto-tool-choice", "--max-model-len", "64000", "--pipeline-parallel-size", "2"]'],
+     ['    command: ["--model", "unsloth/Devstral-Small-2507-bnb-4bit", "--served-model-name", "devstral",'
+      ' "--quantization", "bitsandbytes", "--load_format", "bitsandbytes", "--tool-call-parser", "mistral",'
+      ' "--enable-auto-tool-choice", "--max-model-len", "65536", "--pipeline-parallel-size", "2",'
+      ' "--gpu-memory-utilization", "0.9"]']),
     ("kubeai-llama-3.1-8b-fp8-l4.yaml", "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", 20480, 0.93, "",
      ["    - --max-model-len=16384", "    - --gpu-memory-utilization=0.9"],
      ["    - --max-model-len=20480", "    - --gpu-memory-utilization=0.93"]),
@@ -122,31 +134,36 @@ def test_each_real_file_gets_exactly_the_fit(tmp_path, file, model, length, util
     assert check.returncode == 0, check.stdout + check.stderr  # the edited file is the fit, read back
 
 
-SHELL_ORACLE: List[Tuple[str, str, str, int, Any, List[Any], Sequence[str]]] = [
-    # file, model, name, document, container path, the servers' containers (path -> fitted?), entrypoint
+SHELL_ORACLE: List[Tuple[str, str, str, int, Any, List[Any], Sequence[str], str]] = [
+    # file, model, name, document, container path, the servers' containers (path -> fitted?), entrypoint, the
+    # vLLM the fit was found on (the image's, so that a lower value is written)
     ("lws-vllm-gpu.yaml", "meta-llama/Llama-3.1-405B-Instruct", "", 0,
-     ["spec", "leaderWorkerTemplate", "leaderTemplate", "spec", "containers", 0], [True], ()),
+     ["spec", "leaderWorkerTemplate", "leaderTemplate", "spec", "containers", 0], [True], (), "0.32.0"),
     ("gke-lws-deepseek-r1.yaml", "deepseek-ai/DeepSeek-R1", "", 0,
-     ["spec", "leaderWorkerTemplate", "leaderTemplate", "spec", "containers", 0], [True], ()),
+     ["spec", "leaderWorkerTemplate", "leaderTemplate", "spec", "containers", 0], [True], (), "0.32.0"),
     ("gke-gemma3-1b-vllm.yaml", "google/gemma-3-1b-it", "", 0, ["spec", "template", "spec", "containers", 0], [True],
-     ()),
+     (), "0.32.0"),
     ("aibrix-pd-model.yaml", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "decode", 0,
-     ["spec", "template", "spec", "roles", 1, "template", "spec", "containers", 0], [True], ()),
+     ["spec", "template", "spec", "roles", 1, "template", "spec", "containers", 0], [True], (), "0.32.0"),
     ("aibrix-pd-model.yaml", "deepseek-ai/DeepSeek-R1-Distill-Llama-8B", "decode", 0,
-     ["spec", "template", "spec", "roles", 0, "template", "spec", "containers", 0], [False], ()),
+     ["spec", "template", "spec", "roles", 0, "template", "spec", "containers", 0], [False], (), "0.32.0"),
     ("k8s-args-only-old-image.yaml", "meta-llama/Llama-3.2-3B-Instruct", "", 0,
-     ["spec", "template", "spec", "containers", 0], [True], ("python3", "-m", "vllm.entrypoints.openai.api_server")),
+     ["spec", "template", "spec", "containers", 0], [True], ("python3", "-m", "vllm.entrypoints.openai.api_server"),
+     "0.32.0"),
+    ("k8s-gateway-lora-old-image.yaml", "meta-llama/Llama-3.1-8B-Instruct", "", 2,
+     ["spec", "template", "spec", "containers", 0], [True], ("python3", "-m", "vllm.entrypoints.openai.api_server"),
+     "0.10.1"),
 ]
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("file, model, name, document, keys, fitted, entrypoint", SHELL_ORACLE,
+@pytest.mark.parametrize("file, model, name, document, keys, fitted, entrypoint, vllm", SHELL_ORACLE,
                          ids=["%s-%s" % (s[0], s[4][-1] if len(s[4]) < 8 else s[4][4]) for s in SHELL_ORACLE])
 def test_the_shell_and_vllm_read_the_fit_from_the_edited_file(tmp_path, file, model, name, document, keys, fitted,
-                                                              entrypoint):
+                                                              entrypoint, vllm):
     """The edited container run by /bin/sh with stub servers; the recorded argv parsed by vLLM's parser."""
     pytest.importorskip("vllm")
-    done, before, after = apply(tmp_path, file, model, 12345, 0.87, name)
+    done, before, after = apply(tmp_path, file, model, 12345, 0.87, name, vllm=vllm)
     assert done.returncode == 0, done.stderr
     for text, expect_fit in ((before, False), (after, fitted[0])):
         runs = [vllm_args(r) for r in run_recorded(container_argv(container_at(text, document, keys), entrypoint),
@@ -172,6 +189,8 @@ REFUSALS: List[Tuple[str, str, str, str]] = [
     ("kubeai-deepseek-ollama.yaml", "deepseek-r1:1.5b", "", "but not in a vLLM command line"),
     ("compose-tp-folded.yaml", "meta-llama/Llama-3.3-70B-Instruct", "",
      "the image vllm/vllm-openai:v0.6.3.post1 runs vLLM 0.6.3, the fit was found on 0.32.0"),
+    ("compose-devstral-old-image.yaml", "unsloth/Devstral-Small-2507-bnb-4bit", "",
+     "would lower --max-model-len 64000 -> 8192, but the image vllm/vllm-openai:v0.10.1.1 runs vLLM 0.10.1.1"),
 ]
 
 

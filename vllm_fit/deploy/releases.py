@@ -34,12 +34,12 @@ SERVE_ERROR = "'With `vllm serve`, you should provide the model as a positional 
 
 def image_version(server: Server) -> Optional[str]:
     """The vLLM version its vLLM image's tag names (python:3.11's tag is not vLLM's), else None."""
-    tag = re.search(r":v?(\d+\.\d+(?:\.\d+)?)", server.image) if server.image and is_vllm_image(server.image) else None
+    tag = re.search(r":v?(\d+\.\d+(?:\.\d+)*)", server.image) if server.image and is_vllm_image(server.image) else None
     return tag.group(1) if tag else None
 
 
 def fit_version(fit: Fit) -> Optional[str]:
-    found = re.match(r"\d+\.\d+(?:\.\d+)?", fit.vllm_version or "")
+    found = re.match(r"\d+\.\d+(?:\.\d+)*", fit.vllm_version or "")
     return found.group(0) if found else None
 
 
