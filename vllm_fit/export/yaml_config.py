@@ -5,7 +5,9 @@ Both directions live here so that what is written is exactly what is read back (
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Union
 
@@ -14,6 +16,8 @@ import yaml
 from ..errors import BadInput, one_line
 from ..files.reading import read_input_bytes
 from ..files.yaml_text import read_yaml
+from ..logs.regime import version_tuple
+from ..probe import SERVER_MODULE
 from ..redact import is_secret_arg
 from ..report.search_report import SearchReport
 from ..report.sections import FitSummary
@@ -30,6 +34,37 @@ def config_args(llm_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
         if key not in ordered and value is not None and not is_secret_arg(key, value):
             ordered[key] = value
     return ordered
+
+
+def config_flags(llm_kwargs: Mapping[str, Any]) -> List[str]:
+    """The config's options as command-line flags, read as vLLM reads its config file: true a flag, false nothing,
+    a list its items, a mapping as JSON (for a vLLM that reads no config file, or misreads one)."""
+    argv: List[str] = []
+    for key, value in config_args(llm_kwargs).items():
+        flag = "--" + key.replace("_", "-")
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv += [flag, *map(str, value)] if value else []
+        elif value is not False:
+            argv += [flag, json.dumps(value) if isinstance(value, dict) else str(value)]
+    return argv
+
+
+def start_comment(llm_kwargs: Mapping[str, Any], vllm_version: Optional[str]) -> str:
+    """How to start the vLLM the fit was found with on this file: `vllm serve --config` from 0.8.3; the api_server
+    module from 0.6.4 (vllm serve refuses the model a config names before 0.8.3); flags before 0.6.0, which
+    reads no config file, and on 0.6.0-0.6.3 where the file holds true or false (read as stray words)."""
+    version = version_tuple(vllm_version)
+    if version is None or version >= (0, 8, 3):
+        return "start: vllm serve --config <this file>"
+    flags = any(isinstance(value, bool) for value in config_args(llm_kwargs).values())
+    if version >= (0, 6, 4) or (version >= (0, 6, 0) and not flags):
+        return ("start: python -m %s --config <this file> (vLLM %s's vllm serve refuses the model a config file"
+                " names)" % (SERVER_MODULE, vllm_version))
+    return ("start: python -m %s %s (vLLM %s %s)" % (
+        SERVER_MODULE, " ".join(shlex.quote(word) for word in config_flags(llm_kwargs)), vllm_version,
+        "reads no config file" if version < (0, 6, 0) else "reads true and false in a config file as stray words"))
 
 
 def render_config(llm_kwargs: Mapping[str, Any], comments: List[str]) -> str:
@@ -65,6 +100,7 @@ def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
         "kv-cache-tokens: %s" % fit.kv_cache_tokens,
         "max-concurrency: %s" % fit.max_concurrency,
         "vllm: %s" % env.vllm_version,
+        start_comment(fit.engine_args, env.vllm_version),
         "torch: %s" % env.torch_version,
         "cuda: %s" % (env.cuda_version or "none"),
     ]

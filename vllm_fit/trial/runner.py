@@ -115,12 +115,14 @@ def run_probe(
     sequences: int = 1,
     on_phase: Callable[[Phase], None] = lambda phase: None,
     server_args: Optional[List[str]] = None,
+    config_flags: Sequence[str] = (),
     driver: Optional[Driver] = None,
     also_secret: Sequence[str] = (),
 ) -> ProcessRun:
     """Run the probe on one spec in a fresh session and return its output and result.
 
-    With `server_args` the probe runs vLLM's OpenAI server on them and `driver` sends the requests.
+    With `server_args` the probe runs vLLM's OpenAI server on them (`config_flags`: the config file's options, for
+    a vLLM that cannot read the file) and `driver` sends the requests.
 
     The probe is copied alone into trial_dir and run from there, so none of vllm-fit's modules can
     shadow a package the trial imports. The child runs in the caller's working directory (relative
@@ -137,7 +139,7 @@ def run_probe(
     spec: Dict[str, Any] = {"llm_kwargs": public_args(llm_kwargs), "sequences": sequences,
                             "result_path": str(result_path)}
     if server_args is not None:
-        spec["server_args"] = list(server_args)
+        spec["server_args"], spec["config_flags"] = list(server_args), list(config_flags)
     spec_path = trial_dir / "spec.json"
     spec_path.write_text(json.dumps(spec, indent=1, default=str))
     probe_path = trial_dir / "probe.py"

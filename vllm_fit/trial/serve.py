@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Sequence
 
 import httpx
 
-from ..export.yaml_config import render_config
+from ..export.yaml_config import config_flags, render_config
 from ..files.reading import read_input_bytes
 from ..logs import metrics, patterns
 from ..logs.phases import Phase
@@ -83,7 +83,8 @@ def run_server(python: str, llm_kwargs: Mapping[str, Any], trial_dir: Path, *, t
         key: value for key, value in llm_kwargs.items() if not is_secret_arg(key, value)}
     return run_probe(python, kwargs, trial_dir, timeout_s=timeout_s, env=env, request_timeout_s=request_timeout_s,
                      start_timeout_s=start_timeout_s, sequences=sequences, on_phase=on_phase,
-                     server_args=server_args, driver=driver, also_secret=secret_values(llm_kwargs))
+                     server_args=server_args, config_flags=config_flags(llm_kwargs), driver=driver,
+                     also_secret=secret_values(llm_kwargs))
 
 
 def _wait_ready(session: Session, client: httpx.Client) -> Optional[int]:
