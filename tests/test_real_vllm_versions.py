@@ -273,3 +273,30 @@ def test_apply_refuses_the_model_words_this_vllm_serve_refuses(version, vllm_pyt
             assert done.returncode == 2 and pod.read_text() == text, (argv, done.stderr)
         else:
             assert done.returncode == 0 and "16384" in pod.read_text(), (argv, done.stderr)
+
+
+API_SERVER_CONFIG = """import sys
+try:
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+except ImportError:  # before 0.11.1
+    from vllm.utils import FlexibleArgumentParser
+try:
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:  # before the launchers package
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
+args = make_arg_parser(FlexibleArgumentParser()).parse_args(["--config", sys.argv[1]])
+print("read", args.model, args.max_model_len)
+"""
+
+
+def test_the_api_server_module_reads_a_config_file_from_0_10(version, vllm_python, tmp_path):
+    """Why the written YAML's `# start:` gives flags before 0.8.3 (tests/test_served_config.py) and why the
+    probe expands `--config` itself before 0.10: this version's api_server parser given `--config FILE` (0.9.2:
+    an abbreviation of --config-format, refused; 0.28 and 0.32 read the file)."""
+    from vllm_fit.export.yaml_config import render_config
+
+    path = tmp_path / "c.yaml"
+    path.write_text(render_config({"model": "org/m", "max_model_len": 8192}, []))
+    done = subprocess.run([vllm_python, "-c", API_SERVER_CONFIG, str(path)], capture_output=True, text=True,
+                          timeout=600, env={"VLLM_TARGET_DEVICE": "cpu", "PATH": "/usr/bin:/bin"})
+    assert ("read org/m 8192" in done.stdout) is (version >= (0, 10)), done.stdout + done.stderr[-2000:]

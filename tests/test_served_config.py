@@ -33,19 +33,16 @@ def test_the_flags_are_the_file_without_its_secrets():
 @pytest.mark.parametrize("version, starts", [
     ("0.32.0", "start: vllm serve --config <this file>"), ("0.8.3", "start: vllm serve --config <this file>"),
     (None, "start: vllm serve --config <this file>"),
-    ("0.8.2", "start: python -m vllm.entrypoints.openai.api_server --config <this file> (vLLM 0.8.2's vllm serve"),
-    ("0.6.4", "start: python -m vllm.entrypoints.openai.api_server --config <this file>"),
+    ("0.8.2", "start: python -m vllm.entrypoints.openai.api_server --model org/m --max-model-len 8192"),
     ("0.6.3", "start: python -m vllm.entrypoints.openai.api_server --model org/m --max-model-len 8192"),
     ("0.5.4", "start: python -m vllm.entrypoints.openai.api_server --model org/m"),
 ])
 def test_the_start_line_is_the_command_the_release_starts_with(version, starts):
+    """From 0.8.3 `vllm serve --config FILE` takes the model from the file; before, flags (see the module)."""
     line = start_comment(KWARGS, version)
     assert line.startswith(starts) and "sk-secret" not in line
-    if version in ("0.6.3", "0.5.4"):
+    if version in ("0.8.2", "0.6.3", "0.5.4"):
         assert "--enforce-eager --compilation-config '{\"level\": 3}' (vLLM %s" % version in line
-    plain = {"model": "org/m", "max_model_len": 8192}
-    if version == "0.6.3":  # without true or false in the file, 0.6.3 reads it
-        assert start_comment(plain, version).startswith("start: python -m vllm.entrypoints.openai.api_server --config")
 
 
 def test_the_written_yaml_says_how_to_start_it():

@@ -52,19 +52,15 @@ def config_flags(llm_kwargs: Mapping[str, Any]) -> List[str]:
 
 
 def start_comment(llm_kwargs: Mapping[str, Any], vllm_version: Optional[str]) -> str:
-    """How to start the vLLM the fit was found with on this file: `vllm serve --config` from 0.8.3; the api_server
-    module from 0.6.4 (vllm serve refuses the model a config names before 0.8.3); flags before 0.6.0, which
-    reads no config file, and on 0.6.0-0.6.3 where the file holds true or false (read as stray words)."""
+    """How to start the vLLM the fit was found with on this file: `vllm serve --config` from 0.8.3; before, the
+    same options as flags (no config file before 0.6.0; from 0.6.0 `vllm serve` refuses a model the file names
+    and the api_server module keeps `--config` as an argument; read in each release's FlexibleArgumentParser)."""
     version = version_tuple(vllm_version)
     if version is None or version >= (0, 8, 3):
         return "start: vllm serve --config <this file>"
-    flags = any(isinstance(value, bool) for value in config_args(llm_kwargs).values())
-    if version >= (0, 6, 4) or (version >= (0, 6, 0) and not flags):
-        return ("start: python -m %s --config <this file> (vLLM %s's vllm serve refuses the model a config file"
-                " names)" % (SERVER_MODULE, vllm_version))
-    return ("start: python -m %s %s (vLLM %s %s)" % (
+    return "start: python -m %s %s (vLLM %s %s)" % (
         SERVER_MODULE, " ".join(shlex.quote(word) for word in config_flags(llm_kwargs)), vllm_version,
-        "reads no config file" if version < (0, 6, 0) else "reads true and false in a config file as stray words"))
+        "reads no config file" if version < (0, 6, 0) else "starts on no config file that names the model")
 
 
 def render_config(llm_kwargs: Mapping[str, Any], comments: List[str]) -> str:
