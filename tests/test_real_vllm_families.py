@@ -321,9 +321,10 @@ def test_jamba_starts_at_vllms_own_fit_and_its_cpu_crash_is_no_fit(vllm_python, 
     """Jamba (mamba v1 layers, attention on one of four here): its states are costed, so the first launch is the
     length vLLM's own auto-fit chooses for 6 MiB (24064, prefix caching off; 23680 on: two blocks a mamba
     group), and vLLM refused one token more at the start (outside the tool, 2026-12-05). vLLM 0.32's CPU mamba
-    v1 layer fails on every request, in one of two ways: with AVX-512 its kernel reads a 3-D conv weight (a crash,
-    nothing fits: exit 1); without it (seen 2026-12-07) the request calls `_C.selective_scan_fwd`, which the CPU
-    build does not have (an environment problem naming the kernel: exit 3). Never a fit. That the request limit
+    v1 layer fails on every request, in one of two ways seen: on the earlier machines (AVX-512, an earlier
+    transformers) its kernel read a 3-D conv weight (a crash, nothing fits: exit 1); on one without AVX-512 with
+    transformers 5.19 (2026-12-07) the request calls `_C.selective_scan_fwd`, which the CPU build does not have
+    (an environment problem naming the kernel: exit 3). Never a fit. That the request limit
     equals the start check's rests on the other state families (same groups, measured) and vLLM's source, not on
     a Jamba request."""
     env = dict(real_env)
