@@ -25,18 +25,25 @@ def is_vllm_image(image: Optional[str]) -> bool:
     return bool(image and VLLM_IMAGE.search(image))
 
 
-def _tag_version(image: str) -> Optional[Tuple[int, ...]]:
-    found = re.search(r":v?(\d+)\.(\d+)(?:\.(\d+))?", image)
-    return tuple(int(n) for n in found.groups() if n is not None) if found else None
+def tag_version(image: Optional[str]) -> Optional[str]:
+    """The vLLM version a vLLM image's tag names (`:v0.10.1.1` -> "0.10.1.1"; python:3.11's tag is not vLLM's),
+    else None."""
+    found = re.search(r":v?(\d+\.\d+(?:\.\d+)*)", image) if image and is_vllm_image(image) else None
+    return found.group(1) if found else None
+
+
+def numbers(version: str) -> Tuple[int, ...]:
+    """"0.10.1.1" -> (0, 10, 1, 1), for comparing releases."""
+    return tuple(int(n) for n in version.split("."))
 
 
 def image_entrypoint(image: Optional[str], args: Sequence[Word]) -> Optional[List[Word]]:
     """The words an image runs before its arguments, where that program is a vLLM server, else None."""
     if image and KSERVE_HF_IMAGE.search(image):
         return [Word.made(w) for w in ("python", "-m", "huggingfaceserver")]
-    version = _tag_version(image) if image else None
     if is_vllm_image(image):
-        old = version is not None and version < SERVE_SINCE
+        tag = tag_version(image)
+        old = tag is not None and numbers(tag) < SERVE_SINCE
         return [Word.made(w) for w in (("python3", "-m", "vllm.entrypoints.openai.api_server") if old
                                        else ("vllm", "serve"))]
     if any(w.text.split("=", 1)[0] in VLLM_ONLY for w in args):

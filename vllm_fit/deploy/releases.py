@@ -20,7 +20,7 @@ import re
 from typing import Optional, Tuple
 
 from .fits import Fit
-from .images import is_vllm_image
+from .images import is_vllm_image, numbers, tag_version
 from .servers import Server
 from .vllm_args import Program
 
@@ -33,9 +33,8 @@ SERVE_ERROR = "'With `vllm serve`, you should provide the model as a positional 
 
 
 def image_version(server: Server) -> Optional[str]:
-    """The vLLM version its vLLM image's tag names (python:3.11's tag is not vLLM's), else None."""
-    tag = re.search(r":v?(\d+\.\d+(?:\.\d+)*)", server.image) if server.image and is_vllm_image(server.image) else None
-    return tag.group(1) if tag else None
+    """The vLLM version its vLLM image's tag names, else None."""
+    return tag_version(server.image)
 
 
 def fit_version(fit: Fit) -> Optional[str]:
@@ -43,18 +42,14 @@ def fit_version(fit: Fit) -> Optional[str]:
     return found.group(0) if found else None
 
 
-def _numbers(version: str) -> Tuple[int, ...]:
-    return tuple(int(n) for n in version.split("."))
-
-
 def running_version(server: Server, fit: Fit) -> Optional[Tuple[int, ...]]:
     """The vLLM the server runs: its vLLM image's tag; a vLLM image without one is taken as the newest (None);
     elsewhere the version the fit was found with."""
     if server.image and is_vllm_image(server.image):
         tag = image_version(server)
-        return _numbers(tag) if tag else None
+        return numbers(tag) if tag else None
     found = fit_version(fit)
-    return _numbers(found) if found else None
+    return numbers(found) if found else None
 
 
 def model_refusal(server: Server, fit: Fit) -> Optional[str]:
