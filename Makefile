@@ -16,15 +16,15 @@ demo: setup model
 	$(VENV)/bin/vllm-fit search --model $(MODEL) --kv-cache-memory 2560KiB --granularity 1 \
 		--engine-arg enforce_eager=true --out out/tiny-llama.yaml --report out/tiny-llama.report.json
 
-## test: the whole suite (unit, fake-GPU and real-vLLM tests), TEST_JOBS files at a time (pytest-xdist;
-## a file's tests stay together, so module fixtures such as the Ray cluster start once)
+## test: the whole suite (unit, fake-GPU and real-vLLM tests), TEST_JOBS tests at a time (pytest-xdist,
+## test by test; the tests of an xdist_group, such as those sharing the Ray cluster, stay on one worker)
 TEST_JOBS ?= 2
 test: setup model
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup
 
 ## test-fast: everything except the tests that start real vLLM
 test-fast: setup
-	$(PY) -m pytest -n $(TEST_JOBS) --dist loadfile -m "not vllm"
+	$(PY) -m pytest -n $(TEST_JOBS) --dist loadgroup -m "not vllm"
 
 ## test-versions: the real-vLLM version tests in one environment per VERSIONS (scripts/vllm_envs.py,
 ## under .cache/vllm-envs/, reused once made). CI runs 0.28.0 and 0.9.2 besides the main 0.32.0.

@@ -99,8 +99,9 @@ def main() -> int:
         python = create(version)
         if args.test:
             env = dict(os.environ, VLLM_FIT_TEST_PYTHON=str(python))
-            code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                   str(ROOT / "tests" / "test_real_vllm_versions.py")], env=env, cwd=ROOT).returncode
+            code = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2",
+                                   "--dist", "load", str(ROOT / "tests" / "test_real_vllm_versions.py")],
+                                  env=env, cwd=ROOT).returncode
             if code:
                 failed.append(version)
     if failed:

@@ -31,9 +31,10 @@ def _starts_real_vllm(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """Longest first: the files that start real vLLM, the one with the most tests first, then the rest in their
-    order. `make test` runs pytest-xdist with `--dist loadfile`, which hands out whole files in this order; a large
-    real-vLLM file collected last left one worker running it alone at the end (2026-12-07: the last 8 minutes)."""
+    """Longest first: the tests of the files that start real vLLM (tens of seconds each), then the rest in their
+    order. `make test` runs pytest-xdist with `--dist loadgroup`, which hands out tests one by one in this order
+    (after the xdist groups), so the run ends on short tests on both workers. Handed out by file, the families
+    file alone kept one worker busy as long as all the other files kept the other (2026-12-07: 39 of 41 minutes)."""
     sizes: Dict[Any, int] = {}
     for item in items:
         sizes[item.path] = sizes.get(item.path, 0) + 1

@@ -93,6 +93,11 @@ def started_cluster(env, cpus: int = 2):
         shutil.rmtree(temp, ignore_errors=True)
 
 
+pytestmark = pytest.mark.xdist_group("ray-cluster")
+"""One worker runs this file: its tests share the module's Ray cluster (`make test` hands out the other tests one
+by one)."""
+
+
 @pytest.fixture(scope="module")
 def ray_home():
     home = tempfile.mkdtemp(prefix="rh", dir="/tmp")

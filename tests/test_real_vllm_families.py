@@ -26,6 +26,7 @@ LFM2, LFM2-MoE, Gemma 4 2026-12-05): vLLM itself served L and refused L + 1 at t
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 import subprocess
@@ -52,10 +53,14 @@ mamba_mixer2.py; checked 2026-12-05)."""
 
 @pytest.fixture(scope="session")
 def families(vllm_python, tiny_model) -> Path:
-    """The tiny family models (made once, kept under .cache/families)."""
+    """The tiny family models (made once, kept under .cache/families). Under a lock: `make test` hands these
+    tests to both pytest-xdist workers, and two builders of one family would write the same files."""
     out = ROOT / ".cache" / "families"
-    subprocess.run([vllm_python, str(ROOT / "scripts" / "make_family_models.py"), str(out), str(tiny_model)],
-                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run([vllm_python, str(ROOT / "scripts" / "make_family_models.py"), str(out), str(tiny_model)],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return out
 
 
@@ -235,12 +240,10 @@ def test_phi3_served_is_exact_in_one_launch(vllm_python, families, real_env, tmp
     ("falcon_h1", "llm", False, 5888),        # attention and mamba in each layer: 48 blocks of 4 pages, 46 + 1
     ("falcon_h1", "serve", False, 5888),
     ("zamba2", "llm", False, 5504),           # a mamba2 mixer in each layer, attention beside the hybrid one: 43 + 4
-    ("zamba2", "serve", False, 5504),
-    ("nemotron_h", "serve", False, 24192),
     ("lfm2", "llm", False, 24064),            # 192 pages: 3 convolution groups of one block, 188 attention
     ("lfm2", "serve", True, 23680),           # prefix caching on (the default): 2 blocks a convolution group
     ("lfm2_moe", "llm", False, 24064),        # LFM2's layers with experts: the same groups (its convolutions are
-    ("lfm2_moe", "serve", True, 23680),       # hidden_size wide, 1 KiB: the attention block stays 128)
+                                              # hidden_size wide, 1 KiB: the attention block stays 128)
     pytest.param("qwen3_next", "llm", False, 21760, marks=FLOAT32_STATE),  # 640-token blocks, 3 + 34
     pytest.param("qwen3_next", "llm", True, 19840, marks=FLOAT32_STATE),   # prefix caching on: 2 a group, 6 + 31
     pytest.param("qwen3_next", "serve", True, 19840, marks=FLOAT32_STATE),
@@ -250,7 +253,9 @@ def test_state_layers_hold_their_blocks_whatever_the_length(vllm_python, familie
     """Each mamba, DeltaNet or short-convolution group holds a fixed count of blocks (one; two for DeltaNet
     and LFM2's convolutions with prefix caching on); vLLM raises the attention block until its page holds a
     state (640 tokens for the 131 KiB ones, the recurrent state in float32 on a CPU with AVX-512 BF16).
-    Checked outside the tool: L served, L + 1 refused (issue 30: 2 launches before)."""
+    Checked outside the tool: L served, L + 1 refused (issue 30: 2 launches before). Served, Nemotron-H, Zamba2
+    and LFM2-MoE gave their offline answers in one launch too (2026-12-07); the suite serves Granite 4.0-H,
+    Falcon-H1 and LFM2 only, to keep CI within its time (each served search is about a minute here)."""
     env = dict(real_env)
     if via == "serve":
         env.pop("VLLM_ENABLE_V1_MULTIPROCESSING", None)

@@ -77,12 +77,14 @@ def test_interrupting_the_tool_mid_trial_leaves_no_process(sig, fake_world, fake
         found = sorted(work.glob("run-*/trial-001/output.log"))
         return found[0] if found else work / "run-?" / "trial-001" / "output.log"
 
-    log = trial_log()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and "Starting to load model" not in (log.read_text() if log.exists() else ""):
-        time.sleep(0.2)
+    def loaded() -> bool:  # the engine-like child has loaded the model and hangs in its start
         log = trial_log()
-    assert log.exists(), tool.communicate(timeout=30)
+        return log.exists() and "Model loading took" in log.read_text()
+
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not loaded():
+        time.sleep(0.2)
+    assert loaded(), tool.communicate(timeout=30)
     trial_pids = [p.pid for p in psutil.Process(tool.pid).children(recursive=True)]
     assert len(trial_pids) >= 2  # the probe and its engine-like grandchild
     tool.send_signal(sig)
