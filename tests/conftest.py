@@ -31,14 +31,12 @@ def _starts_real_vllm(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list) -> None:
-    """Longest first: the tests of the files that start real vLLM (tens of seconds each), then the rest in their
-    order. `make test` runs pytest-xdist with `--dist loadgroup`, which hands out tests one by one in this order
-    (after the xdist groups), so the run ends on short tests on both workers. Handed out by file, the families
-    file alone kept one worker busy as long as all the other files kept the other (2026-12-07: 39 of 41 minutes)."""
-    sizes: Dict[Any, int] = {}
-    for item in items:
-        sizes[item.path] = sizes.get(item.path, 0) + 1
-    items.sort(key=lambda item: (0, -sizes[item.path], str(item.path)) if _starts_real_vllm(item) else (1, 0, ""))
+    """Longest first: the tests of the files that start real vLLM (tens of seconds each), then the rest, each in
+    their order. `make test` runs pytest-xdist with `--dist loadgroup`, which hands out tests one by one in this
+    order (after the xdist groups), so the run ends on short tests on both workers. Handed out by file, the
+    families file alone kept one worker busy as long as all the other files kept the other (2026-12-07: 39 of 41
+    minutes)."""
+    items.sort(key=lambda item: 0 if _starts_real_vllm(item) else 1)
 
 
 @pytest.fixture
