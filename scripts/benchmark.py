@@ -15,12 +15,13 @@ Suites:
   hybrid       the same with sliding-window and hybrid-attention families on V1.
   oldest       the same on vLLM 0.4.0-0.5.3 only (the releases before the random suite's first).
   latent       the same with MLA families (DeepSeek V2 and V3 layouts) on vLLM 0.8.5-0.34.
+  state        the same with mamba2 and gated DeltaNet hybrids (Granite 4.0-H, Nemotron-H, Qwen3-Next) on 0.29-0.34.
   indirect     the same with worlds where vLLM's numbers are indirect: pools that shrink with the
                length, requests that fail far below the pool, request OOM beside another process,
                starts that hang above some length (a quarter each).
 Usage (from the repository root, after `make setup`):
     .venv/bin/python scripts/benchmark.py [--suite length,kv-target,simulator,random,hybrid] [--world NAME]
-        [--random-seed S --random-count N] [--markdown FILE]   (also: --suite random,hybrid,indirect,latent)
+        [--random-seed S --random-count N] [--markdown FILE]   (also: --suite random,hybrid,indirect,latent,state)
 """
 
 from __future__ import annotations
@@ -147,17 +148,17 @@ def suite_simulator(report: Report, only: Optional[str]) -> None:
 
 
 def suite_random(report: Report, seed: int, count: int, only: Optional[str], hybrid: bool = False,
-                 oldest: bool = False, latent: bool = False) -> None:
+                 oldest: bool = False, latent: bool = False, state: bool = False) -> None:
     """Simulated GPUs in seeded random worlds (TEST DOUBLE): the summaries and vllm-fit's every answer;
     `hybrid`: sliding-window and hybrid-attention families on V1; `oldest`: vLLM 0.4.0-0.5.3 only; `latent`:
-    MLA families (DeepSeek V2 and V3 layouts, issue 30)."""
+    MLA families (DeepSeek V2 and V3 layouts, issue 30); `state`: mamba2 and gated DeltaNet hybrids (issue 30)."""
     from bench_simulator import run_suite
     from simulator.random_worlds import OLDEST_VERSIONS, random_cases
 
     kind = "Random sliding-window and hybrid" if hybrid else "Random vLLM 0.4.0-0.5.3" if oldest else \
-        "Random MLA" if latent else "Random"
+        "Random MLA" if latent else "Random state-hybrid" if state else "Random"
     title = "%s simulated GPUs (seed %d, %d worlds)" % (kind, seed, count)
-    cases = random_cases(seed, count, hybrid, OLDEST_VERSIONS if oldest else None, latent)
+    cases = random_cases(seed, count, hybrid, OLDEST_VERSIONS if oldest else None, latent, state)
     for table, columns, rows in run_suite(_progress, only, cases, title,
                                           every_world=False):
         report.add(table, columns, rows)
@@ -203,6 +204,8 @@ def main(argv: List[str]) -> int:
         suite_random(report, args.random_seed, args.random_count, args.world, oldest=True)
     if "latent" in suites:
         suite_random(report, args.random_seed, args.random_count, args.world, latent=True)
+    if "state" in suites:
+        suite_random(report, args.random_seed, args.random_count, args.world, state=True)
     if "indirect" in suites:
         suite_indirect(report, args.random_seed, args.random_count, args.world)
     if args.markdown:

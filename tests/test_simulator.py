@@ -229,19 +229,20 @@ def test_at_a_fixed_utilization_the_first_launch_is_a_length_that_starts(tmp_pat
     assert score(case, answer, truth(case)).right and answer.launches == 1, answer
 
 
-HYBRID_COUNT = 6
+HYBRID_COUNT, LATENT_COUNT, STATE_COUNT = 6, 5, 6
 
 
-@functools.lru_cache(maxsize=1)
-def _hybrid_worlds():
-    return random_cases(RANDOM_SEED, HYBRID_COUNT, hybrid=True)
+@functools.cache
+def _drawn(family: str, count: int):
+    """`count` random worlds of one family (hybrid, latent, state), drawn with the suite's seed."""
+    return random_cases(RANDOM_SEED, count, **{family: True})
 
 
 @pytest.mark.parametrize("index", range(HYBRID_COUNT))
 def test_random_sliding_and_hybrid_worlds_are_answered_right(index, tmp_path):
     """Issue 20: Gemma 2 and 3, GPT-OSS, Mistral and Phi-3 on V1 0.10-0.34 (the fakegpu groups layer_types
     models from 0.29), drawn with the same seed; scripts/benchmark.py --suite hybrid runs 100."""
-    _answered_right(_hybrid_worlds()[index], tmp_path, max_launches=6)
+    _answered_right(_drawn("hybrid", HYBRID_COUNT)[index], tmp_path, max_launches=6)
 
 
 def _answered_right(case: Case, tmp_path, max_launches: int) -> None:
@@ -253,17 +254,17 @@ def _answered_right(case: Case, tmp_path, max_launches: int) -> None:
     assert answer.launches <= max_launches, "%s: %d launches" % (case.name, answer.launches)
 
 
-LATENT_COUNT = 5
-
-
-@functools.lru_cache(maxsize=1)
-def _latent_worlds():
-    return random_cases(RANDOM_SEED, LATENT_COUNT, latent=True)
-
-
 @pytest.mark.parametrize("index", range(LATENT_COUNT))
 def test_random_mla_worlds_are_answered_right(index, tmp_path):
     """Issue 30's GPU side (TEST DOUBLE): DeepSeek V2 and V3 layouts (one 576-wide latent a token and layer,
     whole on every tensor-parallel rank, FlashMLA's 64-token blocks on an H100) on vLLM 0.8.5-0.34, the fixed
     knob, KV size and target-length questions among them; scripts/benchmark.py --suite latent runs 40."""
-    _answered_right(_latent_worlds()[index], tmp_path, max_launches=3)
+    _answered_right(_drawn("latent", LATENT_COUNT)[index], tmp_path, max_launches=3)
+
+
+@pytest.mark.parametrize("index", range(STATE_COUNT))
+def test_random_state_hybrid_worlds_are_answered_right(index, tmp_path):
+    """Issue 30's GPU side for state layers (TEST DOUBLE): Granite 4.0-H Tiny, Nemotron Nano 9B and Qwen3-Next
+    on vLLM 0.29-0.34, the attention block raised to hold a state (mamba2's groups raised to the ranks at
+    tensor parallel 2), prefix caching's state blocks; scripts/benchmark.py --suite state runs 40."""
+    _answered_right(_drawn("state", STATE_COUNT)[index], tmp_path, max_launches=3)

@@ -38,11 +38,19 @@ LATENT_MODELS = ["deepseek-v2-lite", "moonlight-16b"]
 """MLA families (one latent a token and layer, from vLLM 0.7.1): 32 GB of weights, so an H100, or two A100-40s."""
 
 
+STATE_VERSIONS = ["0.29.0", "0.31.0", "0.32.0", "0.33.0", "0.34.0"]
+STATE_MODELS = ["granite-4.0-h-tiny", "nemotron-nano-9b", "qwen3-next-80b"]
+"""Mamba2 and gated DeltaNet hybrids (the fakegpu groups their layers from 0.29 and raises the attention block
+to hold a state)."""
+
+
 def _draw(rng: random.Random, index: int, hybrid: bool = False, versions: Optional[List[str]] = None,
-          latent: bool = False) -> Case:
+          latent: bool = False, state: bool = False) -> Case:
     """One candidate world and question (not yet checked against the truth)."""
     if latent:
         return _draw_latent(rng, index)
+    if state:
+        return _draw_state(rng, index)
     version = rng.choice(versions or (HYBRID_VERSIONS if hybrid else VERSIONS))
     v = _v(version)
     gpu = rng.choice(list(GPUS))
@@ -121,6 +129,44 @@ def _draw_latent(rng: random.Random, index: int) -> Case:
                 "MLA world %d (%s)" % (index, model), tags)
 
 
+def _draw_state(rng: random.Random, index: int) -> Case:
+    """A state-hybrid world: Granite 4.0-H Tiny and Nemotron Nano 9B on one card or at tensor parallel 2 (one
+    mamba group split across two ranks raises the groups), Qwen3-Next at tensor parallel 4 on H100s; prefix
+    caching on or off; one world in five keeps a count of state blocks per request that no version's rules
+    give vllm-fit first (2 for mamba2, 3 for gated DeltaNet)."""
+    version, model = rng.choice(STATE_VERSIONS), rng.choice(STATE_MODELS)
+    if model == "qwen3-next-80b":
+        gpu, tp = "H100", 4
+    else:
+        gpu = rng.choice(["H100", "A100-40", "L4", "A10G"] if model == "granite-4.0-h-tiny" else ["H100", "A100-40"])
+        tp = 2 if rng.random() < 0.3 else 1
+    memory = {"cuda_context_bytes": rng.randint(300, 650) * MIB, "non_torch_bytes": rng.randint(100, 900) * MIB,
+              "activation_peak_bytes": rng.randint(512, 4096) * MIB, "cudagraph_bytes": rng.randint(0, 1500) * MIB,
+              "runtime_headroom_bytes": rng.choice([0, 0, 0, rng.randint(100, 1600) * MIB])}
+    foreign = rng.choice([0.0, 0.0, 0.0, round(rng.uniform(0.3, 5.0), 2)])
+    spec = world(version, gpu, model, count=tp, tp=tp, foreign_gib=foreign, memory=memory)
+    if rng.random() < 0.2:
+        spec["model"]["state"]["state_blocks"] = 2 if spec["model"]["state"]["kind"] == "mamba2" else 3
+    longest = spec["model"]["max_position_embeddings"]
+    q = question(min(longest, rng.choice([131072, 131072, 65536, 262144])), rng.choice(GRANULARITIES),
+                 rng.choice([1, 1, 1024]))
+    if tp > 1:
+        q["tensor_parallel_size"] = tp
+    roll = rng.random()  # few attention layers: a whole context fits in a GiB or two, so the KV is kept tight
+    if roll < 0.3:
+        q["kv_cache_memory"] = int(2 ** rng.uniform(4, 11)) * MIB
+    elif roll < 0.55:
+        q["target_len"] = min(longest, rng.choice([4096, 16384, 65536, 131072]))
+    elif roll < 0.8:  # just above what the weights and the profile take
+        taken = spec["model"]["weights_bytes"] / tp + sum(memory.values()) + foreign * GIB
+        floor = taken / spec["gpu"]["total_bytes"]
+        q["gpu_memory_utilization"] = round(min(0.95, floor + rng.uniform(0.0, 0.04)), 2)
+    tags = ["state"] + (["foreign"] if foreign else []) + (
+        ["odd-state-blocks"] if spec["model"]["state"].get("state_blocks") else [])
+    return Case("state-%03d-%s-%s-tp%d" % (index, version, gpu, tp), dict(spec, name="state-%03d" % index), q,
+                "state-hybrid world %d (%s)" % (index, model), tags)
+
+
 def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
     """The truth, where it does not depend on the prompt/output split (None: draw again)."""
     from .harness import _fakeworld, _world
@@ -134,17 +180,17 @@ def _acceptable(case: Case, truth_of) -> Optional[Dict[str, Any]]:
 
 
 def random_cases(seed: int, count: int, hybrid: bool = False, versions: Optional[List[str]] = None,
-                 latent: bool = False) -> List[Case]:
+                 latent: bool = False, state: bool = False) -> List[Case]:
     """`count` worlds drawn with `seed` (the same seed, the same worlds); `hybrid`: sliding-window and
     hybrid-attention families on V1; `versions`: the vLLM versions drawn from (OLDEST_VERSIONS); `latent`:
-    MLA families (DeepSeek V2 and V3 layouts)."""
+    MLA families (DeepSeek V2 and V3 layouts); `state`: mamba2 and gated DeltaNet hybrids."""
     from .harness import truth
 
     rng = random.Random(seed)
     found: List[Case] = []
     index = 0
     while len(found) < count:
-        case = _draw(rng, index, hybrid, versions, latent)
+        case = _draw(rng, index, hybrid, versions, latent, state)
         index += 1
         if case.question.get("kv_cache_memory") and case.question["kv_cache_memory"] > 0.9 * case.world["gpu"][
                 "total_bytes"]:

@@ -34,6 +34,18 @@ DEEPSEEK_MLA_HUB: Dict[str, Any] = {"num_key_value_heads": 16, "head_dim": None,
 """The hub's config.json keys of DeepSeek V2/V3-shaped models where they differ from the stand-in (vllm-fit reads
 the file, the fakegpu the stand-in; None drops a key)."""
 
+GRANITE_TINY_TYPES = (["mamba"] * 5 + ["attention"] + ["mamba"] * 9 + ["attention"] + ["mamba"] * 9
+                      + ["attention"] + ["mamba"] * 9 + ["attention"] + ["mamba"] * 4)
+"""ibm-granite/granite-4.0-h-tiny's `layer_types` (36 mamba2 layers, 4 of attention), as its config.json spells it."""
+NEMOTRON_NANO_PATTERN = "M-M-M-MM-M-M-M*-M-M-M*-M-M-M-M*-M-M-M-M*-M-MM-M-M-M-M-M-"
+"""nvidia/NVIDIA-Nemotron-Nano-9B-v2's `hybrid_override_pattern` (M mamba2, * attention, - MLP)."""
+
+
+def _fake_types(hub_types: List[str]) -> List[str]:
+    """The fakegpu's spelling of a hybrid's layers: "mamba" for a state layer, else full attention."""
+    return ["mamba" if kind in ("mamba", "M", "linear_attention") else "full_attention" for kind in hub_types]
+
+
 MODELS: Dict[str, Dict[str, Any]] = {
     "llama-8b": {"name": "meta-llama/Llama-3.1-8B-Instruct", "architecture": "LlamaForCausalLM",
                  "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "hidden_size": 4096,
@@ -89,6 +101,43 @@ MODELS: Dict[str, Dict[str, Any]] = {
                           architecture="DeepseekV3ForCausalLM", intermediate_size=11264, vocab_size=163840,
                           max_position_embeddings=8192, weights_bytes=31926000000,
                           hub_config=dict(DEEPSEEK_MLA_HUB, model_type="deepseek_v3")),
+    # state hybrids (issue 30): vLLM 0.29+ groups them; the fakegpu sizes their states as vLLM's
+    # MambaStateShapeCalculator does, vllm-fit reads the hub's config.json (hub_config)
+    "granite-4.0-h-tiny": {"name": "ibm-granite/granite-4.0-h-tiny", "architecture": "GraniteMoeHybridForCausalLM",
+                           "num_hidden_layers": 40, "num_attention_heads": 12, "num_key_value_heads": 4,
+                           "hidden_size": 1536, "head_dim": 128, "intermediate_size": 512, "vocab_size": 100352,
+                           "max_position_embeddings": 131072, "dtype_bytes": 2, "weights_bytes": 13880000000,
+                           "layer_types": _fake_types(GRANITE_TINY_TYPES),
+                           "state": {"kind": "mamba2", "n_heads": 48, "head_dim": 64, "d_state": 128, "n_groups": 1,
+                                     "d_conv": 4, "intermediate": 3072},
+                           "hub_config": {"model_type": "granitemoehybrid", "layer_types": GRANITE_TINY_TYPES,
+                                          "head_dim": None, "mamba_n_heads": 48, "mamba_d_head": 64,
+                                          "mamba_d_state": 128, "mamba_n_groups": 1, "mamba_d_conv": 4,
+                                          "mamba_expand": 2, "num_local_experts": 64, "num_experts_per_tok": 6,
+                                          "shared_intermediate_size": 1024, "position_embedding_type": "nope"}},
+    "nemotron-nano-9b": {"name": "nvidia/NVIDIA-Nemotron-Nano-9B-v2", "architecture": "NemotronHForCausalLM",
+                         "num_hidden_layers": 31, "num_attention_heads": 40, "num_key_value_heads": 8,
+                         "hidden_size": 4480, "head_dim": 128, "intermediate_size": 15680, "vocab_size": 131072,
+                         "max_position_embeddings": 131072, "dtype_bytes": 2, "weights_bytes": 17770000000,
+                         "layer_types": _fake_types([kind for kind in NEMOTRON_NANO_PATTERN if kind != "-"]),
+                         "state": {"kind": "mamba2", "n_heads": 128, "head_dim": 80, "d_state": 128, "n_groups": 8,
+                                   "d_conv": 4, "intermediate": 10240, "ssm_dtype_bytes": 4},
+                         "hub_config": {"model_type": "nemotron_h", "layer_types": None, "num_hidden_layers": 56,
+                                        "hybrid_override_pattern": NEMOTRON_NANO_PATTERN, "mamba_num_heads": 128,
+                                        "mamba_head_dim": 80, "ssm_state_size": 128, "n_groups": 8,
+                                        "conv_kernel": 4, "mamba_ssm_cache_dtype": "float32"}},
+    "qwen3-next-80b": {"name": "Qwen/Qwen3-Next-80B-A3B-Instruct", "architecture": "Qwen3NextForCausalLM",
+                       "num_hidden_layers": 48, "num_attention_heads": 16, "num_key_value_heads": 2,
+                       "hidden_size": 2048, "head_dim": 256, "intermediate_size": 5120, "vocab_size": 151936,
+                       "max_position_embeddings": 262144, "dtype_bytes": 2, "weights_bytes": 162700000000,
+                       "layer_types": ["mamba", "mamba", "mamba", "full_attention"] * 12,
+                       "state": {"kind": "deltanet", "k_heads": 16, "v_heads": 32, "k_dim": 128, "v_dim": 128,
+                                 "conv_kernel": 4},
+                       "hub_config": {"model_type": "qwen3_next", "layer_types": None, "full_attention_interval": 4,
+                                      "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+                                      "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+                                      "linear_conv_kernel_dim": 4, "num_experts": 512, "num_experts_per_tok": 10,
+                                      "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512}},
     "gpt-oss-20b": {"name": "openai/gpt-oss-20b", "architecture": "GptOssForCausalLM", "model_type": "gpt_oss",
                     "num_hidden_layers": 24, "num_attention_heads": 64, "num_key_value_heads": 8,
                     "hidden_size": 2880, "head_dim": 64, "intermediate_size": 2880, "vocab_size": 201088,
