@@ -29,7 +29,14 @@ from vllm_fit.outcome import CapacityFacts, Outcome
 from vllm_fit.prepare.attention import unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
 from vllm_fit.prepare.envcheck import inspect_interpreter
-from vllm_fit.prepare.hybrid_layers import ALIGNED_STATE_BLOCKS, DELTANET, mamba_state, ssm_dtype_bytes, state_family
+from vllm_fit.prepare.hybrid_layers import (
+    ALIGNED_STATE_BLOCKS,
+    DELTANET,
+    mamba2_groups,
+    mamba_state,
+    ssm_dtype_bytes,
+    state_family,
+)
 from vllm_fit.prepare.layer_pages import layer_page_shapes
 from vllm_fit.prepare.modelinfo import (
     ModelInfo,
@@ -395,6 +402,22 @@ def test_vllm_raises_the_attention_block_to_hold_a_mamba_state():
                      mamba_state=(3 * (256 + 256) * 2, 8 * 32 * 128))
     fp32 = request_from_options({"model": "m", "engine_args": ["mamba_ssm_cache_dtype=float32"]}, {}, "python")
     assert guess_block_size(fp32, V032_CPU, wide) == 640
+
+
+
+def test_a_mamba2_state_split_across_more_ranks_than_groups_holds_whole_groups():
+    """vLLM's mamba2_state_shape raises the B/C groups to the tensor-parallel size where it does not divide
+    them (extra_groups_for_head_shards): Granite's one group becomes two at TP 2, so each rank's conv state
+    holds one group's 1536 bytes more than a half share, and a state that half shares would fit in 32
+    blocks of 16 takes 33 (528 tokens). Where the groups divide, a half share is exact (512)."""
+    assert mamba2_groups(GRANITE_4_H_MICRO) == (1, 3 * 2 * 128 * 2)
+    assert mamba2_groups(QWEN3_NEXT) == (0, 0)
+    tp2 = request_from_options({"model": "m", "tensor_parallel_size": "2"}, {}, "python")
+    gpu = Regime.of("0.32.0", cpu=False)
+    info = ModelInfo(None, 131072, 32, None, None, num_kv_heads=8, dtype_bytes=2, layer_kv_bytes_per_token=2048,
+                     mamba_state=(3 * (4096 + 256) * 2, 511232), mamba_groups=(1, 1536))
+    assert guess_block_size(tp2, gpu, info) == 528
+    assert guess_block_size(tp2, gpu, dataclasses.replace(info, mamba_groups=(2, 1536))) == 512
 
 
 QWEN3_NEXT = {"model_type": "qwen3_next", "num_hidden_layers": 48, "num_attention_heads": 16,
@@ -933,3 +956,4 @@ def test_a_float32_checkpoint_is_reckoned_in_16_bits():
     llama = {"model_type": "llama", "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
              "hidden_size": 128, "torch_dtype": "float32"}
     assert kv_bytes_per_token(llama) == 2 * 2 * 32 * 2 * 2
+

@@ -78,6 +78,11 @@ class KvLayout:
     def slides(self) -> bool:
         return any(window is not None for window in self.windows)
 
+    @property
+    def local(self) -> bool:
+        """Some group keeps a window or a chunk: its need depends on the tokens in flight."""
+        return any(isinstance(window, (int, Chunk)) for window in self.windows)
+
     def request_blocks(self, length: int, base_block_size: int, in_flight: int) -> int:
         """Pool blocks one request of `length` needs across all groups (the null block not counted)."""
         return sum(_group_blocks(window, length, self._block_size(index, base_block_size), in_flight)

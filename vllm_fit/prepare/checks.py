@@ -166,9 +166,12 @@ def guess_block_size(request: SearchRequest, regime: Regime, model: ModelInfo) -
     per_token = model.layer_kv_bytes_per_rank(request.tensor_parallel_size)
     if model.mamba_state and per_token:
         # vLLM raises the attention block until one attention page holds a mamba state, in whole multiples of
-        # the kernel's block (platforms/interface.py `_align_hybrid_block_size`)
+        # the kernel's block (platforms/interface.py `_align_hybrid_block_size`); a state on one rank is a share
+        # of its heads, with mamba2's groups raised to the ranks where they do not divide (mamba2_state_shape)
         conv, ssm = model.mamba_state
-        state = (conv + ssm * _ssm_element_bytes(request, regime, model)) // request.tensor_parallel_size
+        ranks, (groups, group_conv) = request.tensor_parallel_size, model.mamba_groups
+        conv += (ranks - groups) * group_conv if groups and groups % ranks else 0
+        state = (conv + ssm * _ssm_element_bytes(request, regime, model)) // ranks
         size = max(size, size * -(-state // (size * per_token)))
     return size
 

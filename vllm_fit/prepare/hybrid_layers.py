@@ -81,6 +81,23 @@ def mamba_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     return (d_conv - 1) * (inner + 2 * groups * d_state) * dtype, heads * head_dim * d_state
 
 
+def mamba2_groups(config: Dict[str, Any]) -> Tuple[int, int]:
+    """A mamba2 layer's B/C groups and the conv-state bytes one group adds ((d_conv - 1) x 2 x d_state in the
+    model's dtype): vLLM's mamba2_state_shape raises the groups to the tensor-parallel size where it does not
+    divide them (extra_groups_for_head_shards), so each rank's conv state holds more than a share. (0, 0) for
+    other state layers."""
+    config = zamba2_config(text_config(config))
+    kind = state_family(config) or ""
+    if kind not in ("granitemoehybrid", "nemotron_h", "falcon_h1", "zamba2"):
+        return 0, 0
+    numbers = [config[key] for key in MAMBA_KEYS[kind][2:5] if positive_int(config.get(key))]
+    dtype = model_dtype_bytes(config)
+    if len(numbers) != 3 or not dtype:
+        return 0, 0
+    d_state, groups, d_conv = (int(value) for value in numbers)
+    return groups, (d_conv - 1) * 2 * d_state * dtype
+
+
 def _short_conv_state(config: Dict[str, Any]) -> Optional[Tuple[int, int]]:
     """LFM2's conv state: (conv_L_cache - 1) x conv_dim in the model's dtype (LFM2-MoE: hidden_size wide);
     conv_L_cache is 3 where config.json names none (transformers' default)."""

@@ -29,7 +29,7 @@ from .config_basics import DTYPE_BYTES as _DTYPE_BYTES
 from .config_basics import model_dtype_bytes
 from .config_checks import check_config
 from .config_weights import config_weights_bytes
-from .hybrid_layers import mamba_state, ssm_dtype_bytes, state_family
+from .hybrid_layers import mamba2_groups, mamba_state, ssm_dtype_bytes, state_family
 from .layer_pages import layer_page_shapes
 from .maxlen import MAX_CONFIG_BYTES, YARN_UNSCALED_SINCE, derived_max_len, max_len_source, tokenizer_max_len
 
@@ -79,6 +79,9 @@ class ModelInfo:
     mamba_state: Optional[Tuple[int, int]] = None
     """One state layer's state (Granite 4.0-H, Nemotron-H, Qwen3-Next): its conv state's bytes and its SSM
     state's elements, whose size vLLM raises the attention block to hold."""
+    mamba_groups: Tuple[int, int] = (0, 0)
+    """Mamba2's B/C groups and the conv bytes one adds: ranks that split fewer groups than there are ranks each
+    hold whole ones (vLLM's extra_groups_for_head_shards)."""
     ssm_dtype_bytes: Optional[int] = None
     """The SSM state's element size where the model fixes it (Nemotron-H: float32); None: the engine's."""
     state_family: Optional[str] = None
@@ -237,6 +240,7 @@ def read_model_info(model: str, env: Optional[Dict[str, str]] = None) -> ModelIn
         unmodelled_attention=unmodelled,
         latent_attention=latent_attention(config),
         mamba_state=mamba_state(config),
+        mamba_groups=mamba2_groups(config),
         ssm_dtype_bytes=ssm_dtype_bytes(config),
         state_family=state_family(config),
         model_type=str(text["model_type"]) if isinstance(text.get("model_type"), str) else None,

@@ -151,13 +151,21 @@ class KvModel:
             return measured
         return float(self.layout.layers_per_group * self.layer_bytes_per_token * self.block_size(history))
 
+    def _in_flight(self) -> Optional[int]:
+        """The tokens in flight the layout's needs are counted with: the guess, or none where no group's
+        need depends on them (full attention and state layers only: Granite 4.0-H, Qwen3-Next on a GPU)."""
+        if self.in_flight_guess is None and self.layout is not None and not self.layout.local:
+            return 0
+        return self.in_flight_guess
+
     def _layout_blocks(self, length: int, history: Sequence[Observation]) -> Optional[int]:
         """Pool blocks (the null block included) one request of `length` needs by the likely KV cache
         groups in the version's rules: V1 0.9.1+, one sequence, known tokens in flight; None otherwise."""
-        if self.plain or self.layout is None or self.in_flight_guess is None or self.sequences > 1 \
+        in_flight = self._in_flight()
+        if self.plain or self.layout is None or in_flight is None or self.sequences > 1 \
                 or not self.regime.kv_cache_groups:
             return None
-        return self.layout.least_blocks(length, self.block_size(history), self.in_flight_guess,
+        return self.layout.least_blocks(length, self.block_size(history), in_flight,
                                         self.regime.null_block_in_start_check, self.regime.whole_prompt_admission)
 
     def measured_request_blocks(self, length: int, history: Sequence[Observation]) -> Optional[int]:
@@ -202,11 +210,11 @@ class KvModel:
     def _layout_length(self, kv_bytes: float, lowest: int, highest: int, granularity: int) -> Optional[int]:
         """What a KV cache of `kv_bytes` holds by the likely KV cache groups in the version's rules (V1 0.9.1+,
         one sequence)."""
-        page = self._layout_page([])
-        if self.layout is None or not page or self.in_flight_guess is None or self.sequences > 1 \
+        page, in_flight = self._layout_page([]), self._in_flight()
+        if self.layout is None or not page or in_flight is None or self.sequences > 1 \
                 or not self.regime.kv_cache_groups:
             return None
-        length = self.layout.longest_held(int(kv_bytes // page), self.guess_block_size, self.in_flight_guess,
+        length = self.layout.longest_held(int(kv_bytes // page), self.guess_block_size, in_flight,
                                           highest, self.regime.null_block_in_start_check,
                                           self.regime.whole_prompt_admission)
         return max(lowest, min(highest, length // granularity * granularity))
