@@ -175,3 +175,17 @@ def test_a_level_that_served_once_and_then_ran_out_of_memory_is_not_a_fit():
                Observation(8192, 8192, Outcome.OOM, memory=0.95)]
     assert objective.fit(history) is None
     assert objective.propose(history).gpu_memory_utilization < 0.95
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=worlds(), others=st.sampled_from([3.0, 10.0]), target=st.sampled_from([1024, 4096, 8000]))
+def test_a_pool_capped_by_free_memory_does_not_rule_lower_levels_out(spec, others, target):
+    """vLLM 0.34's extensible KV cache takes what is free when another process holds more than the level
+    leaves: a start at 0.95 then measures a pool below the line the lower levels lie on, and a lower bound
+    drawn from it alone ruled out the least level that serves (stop 49: 0.16 proven where 0.15 served)."""
+    assume(target <= spec["model"]["max_position_embeddings"])
+    spec = with_others(dict(spec, vllm_version="0.34.0"), others)
+    objective = LeastMemoryForLength(utilization_grid(0.95), target, model_for(spec))
+    fit, _ = run_objective(objective, spec)
+    working = [k / 100 for k in range(1, 96) if serves(spec, target, util=k / 100)]
+    assert (fit.llm_kwargs["gpu_memory_utilization"] if fit else None) == (min(working) if working else None)

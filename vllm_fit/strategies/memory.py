@@ -54,8 +54,12 @@ class LeastMemoryForLength(Objective):
     def _lowest_possible(self, history: Sequence[Observation]) -> Optional[int]:
         """The lowest index the line allows at its most optimistic (None when it cannot say).
 
-        A trial's KV bytes are known to within one block (or the 2-decimal GiB of the log), so the
-        line gives a range; below its optimistic end nothing can hold one sequence.
+        A trial's KV bytes are known to within one block (or the 2-decimal GiB of the log), so each start
+        bounds the line's constant (its pool less its level's share of the device); below the optimistic end
+        nothing can hold one sequence. Where the starts agree, together they narrow it; where they do not, a
+        pool fell below the line (vLLM 0.34's extensible cache takes only what is free when another process
+        holds more than the level leaves; a pool never rises above it) and the most optimistic decides. For
+        the same reason a lone start at the top of 0.34's extensible range bounds nothing.
         """
         need = self.model.need_bytes(self.length, history)
         if need is None or not self.model.need_exact(self.length, history) or not any(
@@ -68,8 +72,13 @@ class LeastMemoryForLength(Objective):
             return None
         ranges = [(obs.memory, self.model.kv_range(obs, history)) for obs in history  # any start measured its
                   if obs.memory is not None and (obs.started or obs.outcome is Outcome.KV_TOO_SMALL)]  # pool
-        bounds = [self.grid.up(memory + (need - kv[1]) / total) for memory, kv in ranges if kv]
-        return max(bounds) if bounds else None
+        constants = [(kv[0] - memory * total, kv[1] - memory * total) for memory, kv in ranges if kv]
+        if not constants or (len(constants) == 1 and self.model.regime.extensible_kv
+                             and self.grid.index(ranges[0][0]) >= self.grid.highest):
+            return None
+        agree = max(low for low, _ in constants) <= min(high for _, high in constants)
+        highest = min(high for _, high in constants) if agree else max(high for _, high in constants)
+        return self.grid.up((need - highest) / total)
 
     def propose(self, history: Sequence[Observation]) -> Optional[Candidate]:
         grid, seen = self.grid, _status(history, self.grid)
