@@ -957,3 +957,13 @@ def test_a_float32_checkpoint_is_reckoned_in_16_bits():
              "hidden_size": 128, "torch_dtype": "float32"}
     assert kv_bytes_per_token(llama) == 2 * 2 * 32 * 2 * 2
 
+
+@pytest.mark.parametrize("cache_dtype, per_token", [
+    ("auto", 131072), ("fp8", 65536), ("fp8_e5m2", 65536), ("FP8_E4M3", 65536), ("bfloat16", 131072),
+    ("fp8_ds_mla", None), ("fp8_per_token_head", None), ("nvfp4", None), ("turboquant_k8v4", None)])
+def test_only_one_byte_cache_dtypes_halve_a_bf16_page(cache_dtype, per_token):
+    """kv_cache_dtype fp8 keeps an element in a byte; DeepSeek's fp8_ds_mla (656 bytes a token for a
+    576-wide latent) and the per-token-head, nvfp4 and turboquant dtypes add scales: their pages are not
+    costed from config.json (None: vLLM's own figures only), never read as one byte an element."""
+    info = ModelInfo(None, 131072, 32, 131072, None, num_kv_heads=8, dtype_bytes=2)
+    assert info.kv_bytes_per_rank(1, {"kv_cache_dtype": cache_dtype}) == per_token

@@ -159,11 +159,17 @@ def heads_on_rank(kv_heads: int, tensor_parallel_size: int) -> int:
     return max(1, kv_heads // tensor_parallel_size)
 
 
+ONE_BYTE_KV_DTYPES = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc"})
+"""Cache dtypes that keep each key and value element in one byte and nothing beside it. Not DeepSeek's
+fp8_ds_mla (656 bytes a token where the latent has 576 elements: scales and a bf16 rope part) nor the
+per-token-head ones (a scale per token and head): their pages are vLLM's own, measured."""
+
+
 def kv_element_bytes(engine_args: Dict[str, Any]) -> Any:
     """Bytes per KV element that the engine arguments set; "model" when they leave the model's dtype;
-    None when they name a dtype this tool does not know."""
+    None when they name a dtype or a layout this tool does not know."""
     cache = str(engine_args.get("kv_cache_dtype") or "auto").lower()
-    if cache.startswith("fp8"):
+    if cache in ONE_BYTE_KV_DTYPES:
         return 1
     if cache != "auto":
         return _DTYPE_BYTES.get(cache)
