@@ -967,3 +967,20 @@ def test_only_one_byte_cache_dtypes_halve_a_bf16_page(cache_dtype, per_token):
     costed from config.json (None: vLLM's own figures only), never read as one byte an element."""
     info = ModelInfo(None, 131072, 32, 131072, None, num_kv_heads=8, dtype_bytes=2)
     assert info.kv_bytes_per_rank(1, {"kv_cache_dtype": cache_dtype}) == per_token
+
+
+def test_on_a_gpu_a_state_hybrids_fixed_kv_size_is_read_before_a_launch():
+    """No group of Granite 4.0-H Tiny (36 mamba2, 4 attention layers) keeps a window, so its need does not
+    depend on the tokens in flight, which a GPU's first launch has not reported: 147 MiB of KV in 400-token
+    blocks of 4 layers x 2 KiB a token hold 7600 tokens with three state blocks a request (the simulated
+    world state-001 of seed 2026: 7600 serves, 7601 does not), launched first. A window's need does depend on
+    them: none read before a launch."""
+    spans = (State(),) * 5 + ((None,) + (State(),) * 9) * 3 + (None,) + (State(),) * 4
+    gpu = Regime.of("0.33.0", cpu=False)
+    state = KvModel(None, None, gpu, guess_block_size=400, plain=False, layout=candidate_layouts(spans, (3, 1))[0],
+                    layer_bytes_per_token=2048)
+    assert state.length_for_bytes(154140672, 1, 131072, 1) == 7600
+    assert state.length_for_bytes(154140672, 1, 131072, 256) == 7424
+    window = KvModel(None, None, gpu, guess_block_size=16, plain=False,
+                     layout=candidate_layouts((512,) * 5 + (None,))[0], layer_bytes_per_token=256)
+    assert window.length_for_bytes(6 << 20, 1, 32768, 1) is None
