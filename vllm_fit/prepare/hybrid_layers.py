@@ -88,7 +88,7 @@ def mamba2_groups(config: Dict[str, Any]) -> Tuple[int, int]:
     other state layers."""
     config = zamba2_config(text_config(config))
     kind = state_family(config) or ""
-    if kind not in ("granitemoehybrid", "nemotron_h", "falcon_h1", "zamba2"):
+    if kind not in MAMBA_KEYS or kind == DELTANET:  # the mamba2 families
         return 0, 0
     numbers = [config[key] for key in MAMBA_KEYS[kind][2:5] if positive_int(config.get(key))]
     dtype = model_dtype_bytes(config)
