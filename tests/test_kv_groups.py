@@ -24,7 +24,7 @@ from vllm_fit.logs.kv_groups import (
     in_flight_options,
     tokens_line,
 )
-from vllm_fit.logs.regime import Regime
+from vllm_fit.logs.regime import Engine, Regime
 from vllm_fit.outcome import CapacityFacts, Outcome
 from vllm_fit.prepare.attention import unmodelled_attention
 from vllm_fit.prepare.checks import guess_block_size
@@ -163,6 +163,22 @@ def test_a_too_long_error_before_0_29_gives_a_length_that_serves(estimate, serve
     hint = max_len_hint(Outcome.KV_TOO_SMALL, facts, V028_CPU, 128, plain_attention=False)
     assert hint == estimate - 127 and hint <= served
     assert not hint_is_exact(Outcome.KV_TOO_SMALL, facts, V028_CPU, False)
+
+
+@pytest.mark.parametrize("version, plain, none_fits", [("0.32.0", False, True), ("0.32.0", True, True),
+                                                       ("0.9.2", False, True), ("0.9.0", True, False),
+                                                       ("0.7.3", False, False)])
+def test_a_too_long_error_without_an_estimate_says_no_length_fits_from_0_9_1(version, plain, none_fits):
+    """From 0.9.1 vLLM appends "the estimated maximum model length is N" whenever N > 0 (kv_cache_utils,
+    0.9.1-0.34); without it not one token fits the pool, whatever the layout (a state hybrid's state
+    blocks do not scale with the length: a linear reading pointed at 512 where nothing fits). Before
+    0.9.1 no estimate is printed at all (0.8.4-0.9.0 drop the number), so its absence says nothing there:
+    the printed sizes are scaled (65536 x 0.02 / 2.5 tokens, less their rounding)."""
+    facts = CapacityFacts(error_max_model_len=65536, needed_kv_gib=2.5, error_available_kv_gib=0.02)
+    regime = Regime.of(version, Engine.V1)
+    hint = max_len_hint(Outcome.KV_TOO_SMALL, facts, regime, 16, plain_attention=plain)
+    assert (hint == 0) if none_fits else (hint is not None and 300 < hint < 530)
+    assert not hint_is_exact(Outcome.KV_TOO_SMALL, facts, regime, plain)
 
 
 V026_CPU = Regime.of("0.26.0", cpu=True)

@@ -268,3 +268,14 @@ def test_random_state_hybrid_worlds_are_answered_right(index, tmp_path):
     on vLLM 0.29-0.34, the attention block raised to hold a state (mamba2's groups raised to the ranks at
     tensor parallel 2), prefix caching's state blocks; scripts/benchmark.py --suite state runs 40."""
     _answered_right(_drawn("state", STATE_COUNT)[index], tmp_path, max_launches=3)
+
+
+def test_nothing_fits_a_state_hybrid_in_two_launches(tmp_path):
+    """TEST DOUBLE: Granite 4.0-H Tiny on vLLM 0.29+ at a fixed utilization that leaves 0.02 GiB of KV cache. The
+    too-long error prints no estimate, which from 0.9.1 means not one token fits, so the shortest length is
+    the next launch and the last (3 launches before: the printed sizes scaled to 512 tokens first)."""
+    case = next(case for case in _drawn("state", STATE_COUNT)
+                if truth(case).get("fit") is None and "gpu_memory_utilization" in case.question)
+    answer = run_tool(case, tmp_path)
+    assert (answer.exit_code, answer.length) == (1, None), answer
+    assert answer.launches == 2, answer

@@ -55,6 +55,8 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
         blocks = facts.num_blocks if facts.num_blocks else facts.error_capacity_tokens // block_size
         size = facts.error_capacity_tokens // blocks if blocks else block_size
         return regime.servable_len(blocks, size, window, sequences)
+    if regime.estimate_printed_when_any_fits and facts.error_max_model_len is not None:
+        return 0  # no estimate: not one token fits this pool (a shorter length is still launched to see)
     checked = facts.error_max_model_len
     needed, available = facts.needed_kv_gib, facts.error_available_kv_gib
     if checked and needed and available and available > PRINTED_GIB / GIB:

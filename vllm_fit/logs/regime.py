@@ -88,6 +88,13 @@ class Regime:
         return self.v1 and self.since(0, 9, 1)
 
     @property
+    def estimate_printed_when_any_fits(self) -> bool:
+        """V1 0.9.1+ ends a too-long error with its estimate of the longest length whenever one token fits;
+        its absence says none does with that pool (0.8.4-0.9.0 dropped the number by a bug; an unknown version
+        may be one of those)."""
+        return self.v1 and self.version is not None and self.version >= (0, 9, 1)
+
+    @property
     def free_memory_check(self) -> bool:
         """V1 0.9.1+ refuses to start unless free memory >= total x utilization (not 0.34's extensible cache)."""
         return self.v1 and self.since(0, 9, 1) and not self.extensible_kv and not self.cpu
