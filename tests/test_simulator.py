@@ -279,3 +279,5 @@ def test_nothing_fits_a_state_hybrid_in_two_launches(tmp_path):
     answer = run_tool(case, tmp_path)
     assert (answer.exit_code, answer.length) == (1, None), answer
     assert answer.launches == 2, answer
+    details = [trial["detail"] for trial in json.loads((tmp_path / "report.json").read_text())["trials"]]
+    assert all("too small for one token" in detail for detail in details), details

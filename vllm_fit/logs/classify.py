@@ -17,6 +17,7 @@ from ..probe import PHASE_MARKER
 from . import logparse, patterns
 from .logparse import LogLine
 from .probe_result import ProbeResult, ProbeStatus
+from .regime import Engine, Regime
 
 LOG_TAIL_LINES = 40
 
@@ -123,6 +124,9 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str, interpreter: Op
             return "KV cache too small; vLLM estimates the maximum length at %d" % facts.estimated_max_len
         if facts.error_capacity_tokens is not None:
             return "KV cache too small; it stores %d tokens" % facts.error_capacity_tokens
+        no_token = Regime.of(facts.engine_version, Engine.V1).estimate_printed_when_any_fits
+        if facts.error_max_model_len is not None and no_token:
+            return "KV cache too small for one token (vLLM 0.9.1+ prints no estimate only then)"
         return "KV cache too small for one sequence (vLLM printed no estimate)"
     if outcome is Outcome.TOO_LONG_FOR_MODEL and facts.derived_max_len is not None:
         return "over the model's derived maximum of %d" % facts.derived_max_len
