@@ -29,6 +29,12 @@ def pool_blocks(facts: CapacityFacts, regime: Regime, block_size: Optional[int])
     return None
 
 
+def no_token_fits(facts: CapacityFacts, regime: Regime) -> bool:
+    """A V1 too-long error without its estimate, on a version that prints one whenever a token fits."""
+    return facts.error_max_model_len is not None and facts.estimated_max_len is None \
+        and regime.estimate_printed_when_any_fits
+
+
 def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_attention: bool,
                    window: Optional[int], sequences: int = 1, layouts: Sequence[KvLayout] = ()) -> Optional[int]:
     """What a too-long error's numbers allow, in the version's rules."""
@@ -55,8 +61,8 @@ def _from_estimate(facts: CapacityFacts, regime: Regime, block_size: int, plain_
         blocks = facts.num_blocks if facts.num_blocks else facts.error_capacity_tokens // block_size
         size = facts.error_capacity_tokens // blocks if blocks else block_size
         return regime.servable_len(blocks, size, window, sequences)
-    if regime.estimate_printed_when_any_fits and facts.error_max_model_len is not None:
-        return 0  # no estimate: not one token fits this pool (a shorter length is still launched to see)
+    if no_token_fits(facts, regime):
+        return 0  # a shorter length is still launched to see: it may profile a larger pool
     checked = facts.error_max_model_len
     needed, available = facts.needed_kv_gib, facts.error_available_kv_gib
     if checked and needed and available and available > PRINTED_GIB / GIB:

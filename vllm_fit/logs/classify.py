@@ -15,6 +15,7 @@ from typing import Any, List, Optional, Pattern, Sequence, Tuple
 from ..outcome import CapacityFacts, Classification, OomStage, Outcome
 from ..probe import PHASE_MARKER
 from . import logparse, patterns
+from .capacity import no_token_fits
 from .logparse import LogLine
 from .probe_result import ProbeResult, ProbeStatus
 from .regime import Engine, Regime
@@ -124,8 +125,7 @@ def _describe(outcome: Outcome, facts: CapacityFacts, line: str, interpreter: Op
             return "KV cache too small; vLLM estimates the maximum length at %d" % facts.estimated_max_len
         if facts.error_capacity_tokens is not None:
             return "KV cache too small; it stores %d tokens" % facts.error_capacity_tokens
-        no_token = Regime.of(facts.engine_version, Engine.V1).estimate_printed_when_any_fits
-        if facts.error_max_model_len is not None and no_token:
+        if no_token_fits(facts, Regime.of(facts.engine_version, Engine.V1)):
             return "KV cache too small for one token (vLLM 0.9.1+ prints no estimate only then)"
         return "KV cache too small for one sequence (vLLM printed no estimate)"
     if outcome is Outcome.TOO_LONG_FOR_MODEL and facts.derived_max_len is not None:
