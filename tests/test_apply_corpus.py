@@ -118,6 +118,10 @@ EDITS: List[Tuple[str, str, int, float, str, List[str], List[str]]] = [
       ' "--quantization", "bitsandbytes", "--load_format", "bitsandbytes", "--tool-call-parser", "mistral",'
       ' "--enable-auto-tool-choice", "--max-model-len", "65536", "--pipeline-parallel-size", "2",'
       ' "--gpu-memory-utilization", "0.9"]']),
+    # Vertex AI's pytorch-vllm-serve image runs its args as a command: `python -m vllm.entrypoints.api_server`
+    ("cloudrun-vertex-args-only.yaml", "/models/gemma-2-9b", 4096, 0.9, "",
+     ["        - --gpu-memory-utilization=0.95", "        - --max-model-len=3968 # GPU メモリの都合上 --max-model-len を指定"],
+     ["        - --gpu-memory-utilization=0.9", "        - --max-model-len=4096 # GPU メモリの都合上 --max-model-len を指定"]),
     ("kubeai-llama-3.1-8b-fp8-l4.yaml", "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", 20480, 0.93, "",
      ["    - --max-model-len=16384", "    - --gpu-memory-utilization=0.9"],
      ["    - --max-model-len=20480", "    - --gpu-memory-utilization=0.93"]),
@@ -150,6 +154,8 @@ SHELL_ORACLE: List[Tuple[str, str, str, int, Any, List[Any], Sequence[str], str]
     ("k8s-args-only-old-image.yaml", "meta-llama/Llama-3.2-3B-Instruct", "", 0,
      ["spec", "template", "spec", "containers", 0], [True], ("python3", "-m", "vllm.entrypoints.openai.api_server"),
      "0.32.0"),
+    ("cloudrun-vertex-args-only.yaml", "/models/gemma-2-9b", "", 0, ["spec", "template", "spec", "containers", 0],
+     [True], (), "0.32.0"),
     ("k8s-gateway-lora-old-image.yaml", "meta-llama/Llama-3.1-8B-Instruct", "", 2,
      ["spec", "template", "spec", "containers", 0], [True], ("python3", "-m", "vllm.entrypoints.openai.api_server"),
      "0.10.1"),

@@ -229,6 +229,35 @@ def test_a_vllm_image_runs_the_api_server_module_up_to_0_11_0(tmp_path):
             assert "does not take the positional org/m as its model; give it with --model" in done.stderr
 
 
+OWN_PROGRAM = [
+    ("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: v}\nspec:\n  containers:\n  - name: vllm\n"
+     "    image: nvcr.io/nvidia/pytorch:24.05-py3\n    args: [python3, -m, vllm.entrypoints.openai.api_server,"
+     " --model, org/m, --max-model-len, '4096']\n"),
+    ("pod.yaml", "apiVersion: v1\nkind: Pod\nmetadata: {name: v}\nspec:\n  containers:\n  - name: vllm\n"
+     "    image: python:3.12\n    args: [sh, -c, 'pip install vllm && vllm serve org/m --max-model-len 4096']\n"),
+    ("compose.yaml", "services:\n  llm:\n    image: nvcr.io/nvidia/pytorch:24.05-py3\n"
+     "    command: vllm serve org/m --max-model-len 4096\n"),
+    ("Dockerfile", "FROM nvcr.io/nvidia/pytorch:24.05-py3\nRUN pip install vllm\n"
+     'CMD ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", "org/m", "--max-model-len", "4096"]\n'),
+    ("run.sh", "#!/bin/bash\ndocker run --gpus all nvcr.io/nvidia/pytorch:24.05-py3 \\\n"
+     "  python3 -m vllm.entrypoints.openai.api_server --model org/m --max-model-len 4096\n"),
+]
+
+
+@pytest.mark.parametrize("name, text", OWN_PROGRAM, ids=["pod-args", "pod-sh-c", "compose", "dockerfile", "docker-run"])
+def test_arguments_that_name_their_own_program_are_run_as_they_are_on_other_images(tmp_path, name, text):
+    """An image other than vLLM's (NVIDIA's PyTorch, Vertex AI's pytorch-vllm-serve) given `python -m vllm...`,
+    `vllm serve` or `sh -c` as its arguments runs them (the usual `exec "$@"` entrypoint), not `vllm serve python
+    ...`: the server is found and its own length edited (before, its model read as `python3`, or no server)."""
+    target = write(tmp_path, name, text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", name)
+    assert done.returncode == 0, done.stderr
+    after = target.read_text()
+    assert "4096" not in after and after.count("16384") == 1 and "gpu-memory-utilization" in after, after
+    check = apply(tmp_path, str(fit(tmp_path)), "--to", name, "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
 def test_a_flag_unknown_to_the_table_does_not_take_the_next_flag_as_its_value(tmp_path):
     """A newer vLLM's flag (not in the option table) followed by the flag that wins: that one is edited."""
     target = write(tmp_path, "c.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: org/m"

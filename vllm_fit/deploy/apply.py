@@ -162,6 +162,10 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
                                         else "")) for s in found[:4])
         return BadInput("no vLLM server in %s matches the fit for %s (servers found: %s)"
                         % (", ".join(str(d.path) for d in deployments), fits, one_line(seen, 300)))
+    templates = [s for d in deployments for s in d.servers if s.template]
+    if templates:
+        return BadInput("%s holds only the KServe runtime %s, a template; apply the fit to the InferenceService"
+                        " that uses it" % (templates[0].file, templates[0].where))
     for deployment in deployments:
         for fit in source.fits:
             named = re.search(r"(?:^|(?<=[\s\"'=:\[,])|(?<=://))%s(?![\w./-])" % re.escape(fit.model),
@@ -171,10 +175,6 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
                 return BadInput("%s, line %d names %s, but not in a vLLM command line vllm-fit reads (a Ray Serve"
                                 " config, an environment variable another program reads?); edit it by hand"
                                 % (deployment.path, line, fit.model))
-    templates = [s for d in deployments for s in d.servers if s.template]
-    if templates:
-        return BadInput("%s holds only the KServe runtime %s, a template; apply the fit to the InferenceService"
-                        " that uses it" % (templates[0].file, templates[0].where))
     return BadInput("no vLLM server in %s (Kubernetes containers, compose services, production-stack values,"
                     " KServe InferenceServices, KubeAI Models, --config YAML, shell scripts, Dockerfiles, SkyPilot"
                     " tasks, dstack configurations)"

@@ -3,15 +3,19 @@
 vLLM's `vllm-openai` image has `ENTRYPOINT ["python3", "-m", "vllm.entrypoints.openai.api_server"]` up to
 0.11.0 and `["vllm", "serve"]` from 0.11.1 (docker/Dockerfile in each release's source archive on PyPI). Both
 take the same options; only the newer one takes the model as a positional word. KServe's huggingfaceserver
-image runs `python -m huggingfaceserver`. An image that is none of these runs vLLM only if its arguments say so
-(vLLM-only options): then `vllm serve` is assumed.
+image runs `python -m huggingfaceserver`. An image that is none of these runs vLLM only if its arguments say so:
+arguments that name their own program (`python -m vllm...`, `vllm serve`, `sh -c`) are run as they are (the usual
+`exec "$@"` entrypoint; Vertex AI's pytorch-vllm-serve image is given `args: [python, -m, vllm.entrypoints...]`),
+and bare vLLM-only options are taken as `vllm serve`'s.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import List, Optional, Sequence, Tuple
 
+from .vllm_args import SHELLS, program_of
 from .words import Word
 
 VLLM_IMAGE = re.compile(r"(^|/)vllm[-_]?openai([-_][a-z0-9]+)?(:|@|$)|(^|/)vllm-(cpu|rocm|tpu|neuron)(:|@|$)", re.I)
@@ -46,6 +50,8 @@ def image_entrypoint(image: Optional[str], args: Sequence[Word]) -> Optional[Lis
         old = tag is not None and numbers(tag) < SERVE_SINCE
         return [Word.made(w) for w in (("python3", "-m", "vllm.entrypoints.openai.api_server") if old
                                        else ("vllm", "serve"))]
+    if args and (program_of(args) is not None or os.path.basename(args[0].text) in SHELLS):
+        return []
     if any(w.text.split("=", 1)[0] in VLLM_ONLY for w in args):
         return [Word.made("vllm"), Word.made("serve")]
     return None

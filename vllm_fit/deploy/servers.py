@@ -20,10 +20,9 @@ from ..errors import one_line
 from . import shell
 from .container_run import container_run
 from .layout import KeySlot
-from .vllm_args import Args, Program, open_word, parse, program_of, stray_word
+from .vllm_args import SHELLS, Args, Program, open_word, parse, program_of, stray_word
 from .words import After, Word
 
-SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
 LAUNCHERS = frozenset({"sudo", "srun", "mpirun", "uv", "conda", "mamba", "micromamba", "pixi", "poetry", "pipenv",
                        "apptainer", "singularity", "taskset", "numactl", "nice", "ionice", "chrt", "timeout", "stdbuf",
                        "setsid", "unbuffer"})

@@ -22,6 +22,7 @@ from .vllm_options import MANY_VALUES, NO_VALUE, ONE_VALUE, OPTIONAL_VALUE, SHOR
 from .words import Word
 
 KNOWN = NO_VALUE | MANY_VALUES | ONE_VALUE | OPTIONAL_VALUE
+SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 KSERVE_MODULE = "huggingfaceserver"
 PYTHON = re.compile(r"(.*/)?python[0-9.]*$")
