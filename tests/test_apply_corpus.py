@@ -120,8 +120,10 @@ EDITS: List[Tuple[str, str, int, float, str, List[str], List[str]]] = [
       ' "--gpu-memory-utilization", "0.9"]']),
     # Vertex AI's pytorch-vllm-serve image runs its args as a command: `python -m vllm.entrypoints.api_server`
     ("cloudrun-vertex-args-only.yaml", "/models/gemma-2-9b", 4096, 0.9, "",
-     ["        - --gpu-memory-utilization=0.95", "        - --max-model-len=3968 # GPU メモリの都合上 --max-model-len を指定"],
-     ["        - --gpu-memory-utilization=0.9", "        - --max-model-len=4096 # GPU メモリの都合上 --max-model-len を指定"]),
+     ["        - --gpu-memory-utilization=0.95",
+      "        - --max-model-len=3968 # GPU メモリの都合上 --max-model-len を指定"],
+     ["        - --gpu-memory-utilization=0.9",
+      "        - --max-model-len=4096 # GPU メモリの都合上 --max-model-len を指定"]),
     ("kubeai-llama-3.1-8b-fp8-l4.yaml", "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8", 20480, 0.93, "",
      ["    - --max-model-len=16384", "    - --gpu-memory-utilization=0.9"],
      ["    - --max-model-len=20480", "    - --gpu-memory-utilization=0.93"]),
