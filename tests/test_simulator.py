@@ -137,6 +137,42 @@ def test_the_diagnosis_reckons_from_below_the_level_that_ran_out_of_memory(tmp_p
     assert "at the cap 0.94" in diagnosis["lines"][1]
 
 
+@pytest.mark.parametrize("at, outcome", [("start", "timeout"), ("request", "request_failed")])
+def test_a_fit_bounded_by_a_hang_is_not_diagnosed_as_short_of_memory(tmp_path, at, outcome):
+    """TEST DOUBLE: above 20480 tokens the engine hangs (at start, or at the full-length request) with the KV
+    cache holding 65536 at 0.95. The diagnosis names the trials above the fit and offers no memory change (it
+    said "0.00 GiB missing (a device of 39.39 GiB would hold it)", then tensor parallelism and fp8)."""
+    case = Case("hang-" + at, dict(world("0.32.0", "A100-40", "llama-8b",
+                                         adversarial={"hang_when": {"max_model_len_gt": 20480, "at": at}}),
+                                   name="hang-" + at), question(65536, granularity=1024), "a hang above 20480")
+    answer = run_tool(case, tmp_path, extra=["--trial-timeout", "6"])  # a hang costs the timeout
+    assert answer.length == 20480, answer
+    diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
+    assert diagnosis["limited_by"]["max_model_len"] == 21504 and diagnosis["limited_by"]["outcome"] == outcome
+    assert diagnosis["lines"][0].startswith("the KV cache is not what stops longer lengths: max_model_len=21504")
+    assert diagnosis["missing_bytes"] == 0 and "tensor_parallel" not in diagnosis
+    assert not any("tensor parallelism" in line or "fp8" in line or "device of" in line for line in diagnosis["lines"])
+
+
+def test_a_v0_pool_in_blocks_is_reckoned_at_the_longest_length_measured(tmp_path):
+    """TEST DOUBLE: vLLM 0.6.3 (V0, no chunked prefill: the pool shrinks as max_model_len grows) prints its pool
+    in blocks. The diagnosis reads the pool measured at the longest length (it said "at least ... missing" from
+    the weights, as if no pool had been measured, and "an fp8 KV cache would not help")."""
+    case = Case("v0-shrinking", dict(world("0.6.3", "A10G", "phi3-mini-128k",
+                                           adversarial={"capacity_depends_on_len": 65536}), name="v0-shrinking"),
+                question(32768, granularity=256), "a V0 pool that shrinks with the length")
+    answer = run_tool(case, tmp_path)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert answer.length is not None and answer.length < 32768, answer
+    diagnosis = report["diagnosis"]
+    assert "weights_bytes" not in diagnosis and diagnosis["fp8_kv_tokens"] > 0, diagnosis
+    longest = max(report["trials"], key=lambda t: t["engine_args"]["max_model_len"])
+    assert longest["outcome"] == "kv_too_small" and longest["engine_args"]["max_model_len"] == 32768, longest
+    pool = longest["capacity"]["error_capacity_tokens"] * diagnosis["kv_bytes_per_token"]  # 0.6.3 prints no bytes
+    assert longest["engine_args"]["gpu_memory_utilization"] == 0.95 and "out_of_memory_from" not in diagnosis
+    assert diagnosis["kv_bytes_at_cap"] == pool and diagnosis["missing_bytes"] == 32768 * 393216 - pool, diagnosis
+
+
 def test_a_full_context_fit_needs_no_diagnosis(tmp_path):
     case = next(c for c in CASES if c.name == "v1-0.10.1-h100-qwen")
     run_tool(case, tmp_path)

@@ -7,22 +7,28 @@ These are estimates on vLLM's accounting (the budget is utilization x total minu
 When no trial measured a pool (the weights or the profile run did not fit), the weights' size (from
 the trials, the files or config.json) and the failed allocations bound what is missing from below.
 Where a request crashed the engine in code an engine argument controls (engine_hints.py), the diagnosis
-is that argument instead. `--explore` (explore.py) launches the alternatives that can run here.
+is that argument instead; where the length above the fit hung at start or failed its request with the KV
+cache holding it, it says so and offers no memory change (none would help). `--explore` (explore.py)
+launches the alternatives that can run here.
 """
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..outcome import OomStage, Outcome
 from ..prepare.modelinfo import ModelInfo
 from ..report.search_report import SearchReport
 from ..strategies.base import lowest_length
+from ..trial.record import TrialRecord
 from .engine_hints import crash_hint
 
 GIB = float(1 << 30)
 NOT_MEMORY = frozenset({Outcome.CRASH, Outcome.ENVIRONMENT, Outcome.BAD_CONFIG})
 """Outcomes whose cause is not memory: no reckoning in memory follows from them."""
+NOT_THE_CACHE = {Outcome.TIMEOUT: "never finished starting",
+                 Outcome.REQUEST_FAILED: "started, but its full-length request failed with the KV cache holding it"}
+"""Failures above a fit that say the KV cache is not what bounds it, and how they read."""
 
 
 def _gib(value: float) -> str:
@@ -52,20 +58,27 @@ def _lowest_out_of_memory(report: SearchReport) -> Optional[float]:
     return min(levels) if levels else None
 
 
-def _measured(report: SearchReport) -> Optional[Dict[str, Any]]:
-    """The trial with the most KV memory that reported it: utilization, KV bytes and tokens, total."""
+def _measured(report: SearchReport, per_token: Optional[float]) -> Optional[Dict[str, Any]]:
+    """The trial at the longest length that reported its KV memory (the most of it there: a pool may shrink with
+    the length, V0 profiling max_model_len tokens): utilization, KV bytes and tokens, total. V0 prints
+    its pool in blocks (tokens: blocks x block size, or the too-long error's), and before 0.6 not in bytes
+    (then: tokens x `per_token`)."""
     best: Optional[Dict[str, Any]] = None
     for trial in report.trials:
         facts, args = trial.facts, trial.llm_kwargs
+        tokens = facts.kv_cache_tokens or facts.error_capacity_tokens or (
+            facts.num_blocks * facts.block_size if facts.num_blocks and facts.block_size else None)
         kv = args.get("kv_cache_memory_bytes")
-        kv = float(kv) if kv is not None and facts.kv_cache_tokens else (
-            facts.available_kv_gib * GIB if facts.available_kv_gib else None)
+        kv = float(kv) if kv is not None and tokens else (
+            facts.available_kv_gib * GIB if facts.available_kv_gib else
+            tokens * per_token if tokens and per_token else None)
         utilization = args.get("gpu_memory_utilization", facts.gpu_memory_utilization)
-        if kv is None or not facts.kv_cache_tokens:
+        if kv is None or not tokens:
             continue
-        row: Dict[str, Any] = {"kv": float(kv), "tokens": float(facts.kv_cache_tokens), "utilization": utilization,
+        row: Dict[str, Any] = {"kv": float(kv), "tokens": float(tokens), "utilization": utilization,
                                "total": (facts.total_memory_gib or 0) * GIB, "weights": (facts.weights_gib or 0) * GIB}
-        if best is None or row["kv"] > best["kv"]:
+        row["length"] = trial.length or 0
+        if best is None or (row["length"], row["kv"]) > (best["length"], best["kv"]):
             best = row
     return best
 
@@ -85,8 +98,8 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
     wanted = model_max if fit else (shortest or model_max)  # no fit: the shortest candidate the search had
     if not wanted or (fit and fit.max_model_len >= wanted):
         return None
-    seen = _measured(report)
     args = dict(search.engine_args)
+    seen = _measured(report, model.kv_bytes_per_rank(tensor_parallel_size, args))
     if seen is None:
         return _without_pool(report, model, tensor_parallel_size, cap, total_bytes, int(wanted), args)
     per_token = float(model.kv_bytes_per_rank(tensor_parallel_size, args) or seen["kv"] / seen["tokens"])
@@ -101,6 +114,10 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
         out["out_of_memory_from"] = too_high
         lines.append("at %.2f and above the engine ran out of memory (the request needs headroom beyond vLLM's"
                      " budget): %.2f is the highest utilization reckoned with" % (too_high, cap))
+    limit = _not_the_cache(report)
+    if limit:
+        _limited(out, limit, seen, cap, total, need)
+        return dict(out, foreign=_foreign(report, lines))
     if cap is not None and seen["utilization"] is not None and total:
         at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
         missing = max(0.0, need - at_cap)
@@ -122,6 +139,42 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
                      % (_tokens(wanted), _gib(need), _tokens(int(seen["tokens"])), _gib(seen["kv"])))
     out["foreign"] = _foreign(report, lines)
     return out
+
+
+def _not_the_cache(report: SearchReport) -> List[TrialRecord]:
+    """The trials at the shortest length above the fit that failed, where each failed for a cause other than
+    the KV cache (a start that hung, a request that failed with the pool holding the length); else []."""
+    fit = report.fit
+    if fit is None:
+        return []
+    served = {t.length for t in report.trials if t.outcome is Outcome.OK}
+    above = [t for t in report.trials if t.length is not None and t.length > fit.max_model_len
+             and t.length not in served and t.outcome is not Outcome.OK]
+    if not above:
+        return []
+    shortest = min(t.length or 0 for t in above)
+    at = [t for t in above if t.length == shortest]
+    return at if all(t.outcome in NOT_THE_CACHE for t in at) else []
+
+
+def _limited(out: Dict[str, Any], limit: Sequence[TrialRecord], seen: Mapping[str, Any], cap: Optional[float],
+             total: Optional[float], need: float) -> None:
+    """The diagnosis of a fit that the KV cache does not bound: what failed above it, and the cache's room."""
+    first = limit[0]
+    out["limited_by"] = {"max_model_len": first.length, "outcome": first.outcome.value,
+                         "trials": [t.index for t in limit]}
+    out["lines"].append("the KV cache is not what stops longer lengths: max_model_len=%d %s (trial%s %s):"
+                        " more KV cache would not lift it" % (first.length or 0, NOT_THE_CACHE[first.outcome],
+                                                          "s" if len(limit) > 1 else "",
+                                                          ", ".join(str(t.index) for t in limit)))
+    if cap is None or seen["utilization"] is None or not total:
+        return
+    at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
+    missing = max(0.0, need - at_cap)
+    out.update(kv_bytes_at_cap=round(at_cap), missing_bytes=round(missing))
+    out["lines"].append("%s need %s of KV cache; at the cap %.2f there is %s%s"
+                        % (_tokens(out["wanted_len"]), _gib(need), cap, _gib(at_cap),
+                           ": %s short as well" % _gib(missing) if missing else ""))
 
 
 def _without_pool(report: SearchReport, model: ModelInfo, tp: int, cap: Optional[float],
