@@ -149,9 +149,24 @@ def test_a_fit_bounded_by_a_hang_is_not_diagnosed_as_short_of_memory(tmp_path, a
     assert answer.length == 20480, answer
     diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
     assert diagnosis["limited_by"]["max_model_len"] == 21504 and diagnosis["limited_by"]["outcome"] == outcome
-    assert diagnosis["lines"][0].startswith("the KV cache is not what stops longer lengths: max_model_len=21504")
+    assert diagnosis["lines"][0].startswith("what stops max_model_len=21504 is not the KV cache: it ")
     assert diagnosis["missing_bytes"] == 0 and "tensor_parallel" not in diagnosis
     assert not any("tensor parallelism" in line or "fp8" in line or "device of" in line for line in diagnosis["lines"])
+
+
+@pytest.mark.parametrize("at, outcome", [("start", "timeout"), ("request", "request_failed")])
+def test_nothing_fits_because_every_length_hangs_is_not_diagnosed_as_short_of_memory(tmp_path, at, outcome):
+    """TEST DOUBLE: every start (or every full-length request) hangs: nothing fits, and the diagnosis says the
+    shortest length hung, not "at least 0.00 GiB missing (a device of 15.88 GiB would hold it)"."""
+    case = Case("all-hang-" + at, dict(world("0.32.0", "A100-40", "llama-8b",
+                                             adversarial={"hang_when": {"max_model_len_gt": 0, "at": at}}),
+                                       name="all-hang-" + at), question(65536, granularity=1024, min_len=1024), "")
+    answer = run_tool(case, tmp_path, extra=["--trial-timeout", "4"])
+    assert (answer.exit_code, answer.length) == (1, None), answer
+    diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
+    assert diagnosis["limited_by"]["max_model_len"] == 1024 and diagnosis["limited_by"]["outcome"] == outcome
+    assert diagnosis["lines"][0].startswith("what stops max_model_len=1024 is not the KV cache: it ")
+    assert not any("missing" in line or "tensor parallelism" in line for line in diagnosis["lines"]), diagnosis
 
 
 def test_a_v0_pool_in_blocks_is_reckoned_at_the_longest_length_measured(tmp_path):

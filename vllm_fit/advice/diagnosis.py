@@ -26,7 +26,7 @@ from .engine_hints import crash_hint
 GIB = float(1 << 30)
 NOT_MEMORY = frozenset({Outcome.CRASH, Outcome.ENVIRONMENT, Outcome.BAD_CONFIG})
 """Outcomes whose cause is not memory: no reckoning in memory follows from them."""
-NOT_THE_CACHE = {Outcome.TIMEOUT: "never finished starting",
+NOT_THE_CACHE = {Outcome.TIMEOUT: "did not finish starting within its timeout",
                  Outcome.REQUEST_FAILED: "started, but its full-length request failed with the KV cache holding it"}
 """Failures above a fit that say the KV cache is not what bounds it, and how they read."""
 
@@ -100,6 +100,11 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
         return None
     args = dict(search.engine_args)
     seen = _measured(report, model.kv_bytes_per_rank(tensor_parallel_size, args))
+    limit = _not_the_cache(report)
+    if limit:
+        per_token_known = model.kv_bytes_per_rank(tensor_parallel_size, args)
+        return _limited(report, limit, seen, cap, total_bytes or (seen or {}).get("total") or None, int(wanted),
+                        float(per_token_known) if per_token_known else None)
     if seen is None:
         return _without_pool(report, model, tensor_parallel_size, cap, total_bytes, int(wanted), args)
     per_token = float(model.kv_bytes_per_rank(tensor_parallel_size, args) or seen["kv"] / seen["tokens"])
@@ -114,10 +119,6 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
         out["out_of_memory_from"] = too_high
         lines.append("at %.2f and above the engine ran out of memory (the request needs headroom beyond vLLM's"
                      " budget): %.2f is the highest utilization reckoned with" % (too_high, cap))
-    limit = _not_the_cache(report)
-    if limit:
-        _limited(out, limit, seen, cap, total, need)
-        return dict(out, foreign=_foreign(report, lines))
     if cap is not None and seen["utilization"] is not None and total:
         at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
         missing = max(0.0, need - at_cap)
@@ -142,13 +143,12 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
 
 
 def _not_the_cache(report: SearchReport) -> List[TrialRecord]:
-    """The trials at the shortest length above the fit that failed, where each failed for a cause other than
-    the KV cache (a start that hung, a request that failed with the pool holding the length); else []."""
+    """The trials at the shortest length above the fit (any length without a fit) that failed, where each failed
+    for a cause other than the KV cache (a start that hung, a request that failed with the pool holding the
+    length); else []."""
     fit = report.fit
-    if fit is None:
-        return []
     served = {t.length for t in report.trials if t.outcome is Outcome.OK}
-    above = [t for t in report.trials if t.length is not None and t.length > fit.max_model_len
+    above = [t for t in report.trials if t.length is not None and t.length > (fit.max_model_len if fit else 0)
              and t.length not in served and t.outcome is not Outcome.OK]
     if not above:
         return []
@@ -157,24 +157,28 @@ def _not_the_cache(report: SearchReport) -> List[TrialRecord]:
     return at if all(t.outcome in NOT_THE_CACHE for t in at) else []
 
 
-def _limited(out: Dict[str, Any], limit: Sequence[TrialRecord], seen: Mapping[str, Any], cap: Optional[float],
-             total: Optional[float], need: float) -> None:
-    """The diagnosis of a fit that the KV cache does not bound: what failed above it, and the cache's room."""
+def _limited(report: SearchReport, limit: Sequence[TrialRecord], seen: Optional[Mapping[str, Any]],
+             cap: Optional[float], total: Optional[float], wanted: int, per_token: Optional[float]) -> Dict[str, Any]:
+    """The diagnosis of a length the KV cache does not bound: what failed there, and the cache's room."""
     first = limit[0]
-    out["limited_by"] = {"max_model_len": first.length, "outcome": first.outcome.value,
-                         "trials": [t.index for t in limit]}
-    out["lines"].append("the KV cache is not what stops longer lengths: max_model_len=%d %s (trial%s %s):"
-                        " more KV cache would not lift it" % (first.length or 0, NOT_THE_CACHE[first.outcome],
-                                                          "s" if len(limit) > 1 else "",
-                                                          ", ".join(str(t.index) for t in limit)))
-    if cap is None or seen["utilization"] is None or not total:
-        return
-    at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
-    missing = max(0.0, need - at_cap)
-    out.update(kv_bytes_at_cap=round(at_cap), missing_bytes=round(missing))
-    out["lines"].append("%s need %s of KV cache; at the cap %.2f there is %s%s"
-                        % (_tokens(out["wanted_len"]), _gib(need), cap, _gib(at_cap),
-                           ": %s short as well" % _gib(missing) if missing else ""))
+    out: Dict[str, Any] = {"wanted_len": wanted, "limited_by": {
+        "max_model_len": first.length, "outcome": first.outcome.value, "trials": [t.index for t in limit]}}
+    lines = ["what stops max_model_len=%d is not the KV cache: it %s (trial%s %s); more KV cache would not lift it"
+             % (first.length or 0, NOT_THE_CACHE[first.outcome], "s" if len(limit) > 1 else "",
+                ", ".join(str(t.index) for t in limit))]
+    out["lines"] = lines
+    per_token = per_token or (seen["kv"] / seen["tokens"] if seen else None)
+    if per_token is not None and seen is not None and cap is not None and seen["utilization"] is not None and total:
+        need = wanted * per_token
+        at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
+        missing = max(0.0, need - at_cap)
+        out.update(kv_bytes_per_token=round(per_token), kv_bytes_needed=round(need), kv_bytes_at_cap=round(at_cap),
+                   missing_bytes=round(missing))
+        lines.append("%s need %s of KV cache; at the cap %.2f there is %s%s"
+                     % (_tokens(wanted), _gib(need), cap, _gib(at_cap),
+                        ": %s short as well" % _gib(missing) if missing else ""))
+    out["foreign"] = _foreign(report, lines)
+    return out
 
 
 def _without_pool(report: SearchReport, model: ModelInfo, tp: int, cap: Optional[float],
