@@ -145,8 +145,12 @@ def test_a_fit_bounded_by_a_hang_is_not_diagnosed_as_short_of_memory(tmp_path, a
     case = Case("hang-" + at, dict(world("0.32.0", "A100-40", "llama-8b",
                                          adversarial={"hang_when": {"max_model_len_gt": 20480, "at": at}}),
                                    name="hang-" + at), question(65536, granularity=1024), "a hang above 20480")
-    answer = run_tool(case, tmp_path, extra=["--trial-timeout", "6"])  # a hang costs the timeout
-    assert answer.length == 20480, answer
+    answer = run_tool(case, tmp_path, extra=["--trial-timeout", "6", "--out", str(tmp_path / "fit.yaml")])
+    assert answer.length == 20480, answer  # (a short --trial-timeout: each hang costs it)
+    boundary = [line for line in (tmp_path / "fit.yaml").read_text().splitlines() if line.startswith("# boundary: ")]
+    assert len(boundary) == 1 and boundary[0].startswith("# boundary: " + (
+        "the boundary is a hang: max_model_len=21504" if at == "start" else
+        "what stops max_model_len=21504 is not the KV cache")), boundary
     diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
     assert diagnosis["limited_by"]["max_model_len"] == 21504 and diagnosis["limited_by"]["outcome"] == outcome
     assert diagnosis["lines"][0].startswith("what stops max_model_len=21504 is not the KV cache: it ")

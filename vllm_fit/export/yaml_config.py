@@ -100,7 +100,7 @@ def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
         "torch: %s" % env.torch_version,
         "cuda: %s" % (env.cuda_version or "none"),
     ]
-    boundary = boundary_text(report.trials) if report.proven else None
+    boundary = (boundary_text(report.trials) or _not_the_cache(report)) if report.proven else None
     if boundary is not None:
         lines.append("boundary: %s" % boundary)
     held = fit.concurrency or {}
@@ -120,6 +120,14 @@ def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
     if env.fingerprint:
         lines.append("fingerprint: %s" % env.fingerprint)
     return [one_line(line) for line in lines]
+
+
+def _not_the_cache(report: SearchReport) -> Optional[str]:
+    """The diagnosis's line where what stops the next length is not the KV cache (a request that failed with
+    the pool holding it: the pool's figures above point further than the fit), else None."""
+    diagnosis = report.diagnosis or {}
+    lines = diagnosis.get("lines") or []
+    return str(lines[0]) if diagnosis.get("limited_by") and lines else None
 
 
 INT_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "max_num_seqs", "max_num_batched_tokens",
