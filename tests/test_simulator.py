@@ -141,17 +141,20 @@ def test_the_diagnosis_reckons_from_below_the_level_that_ran_out_of_memory(tmp_p
 def test_a_fit_bounded_by_a_hang_is_not_diagnosed_as_short_of_memory(tmp_path, at, outcome):
     """TEST DOUBLE: above 20480 tokens the engine hangs (at start, or at the full-length request) with the KV
     cache holding 65536 at 0.95. The diagnosis names the trials above the fit and offers no memory change (it
-    said "0.00 GiB missing (a device of 39.39 GiB would hold it)", then tensor parallelism and fp8)."""
+    said "0.00 GiB missing (a device of 39.39 GiB would hold it)", then tensor parallelism and fp8), and
+    --explore searches neither."""
     case = Case("hang-" + at, dict(world("0.32.0", "A100-40", "llama-8b",
                                          adversarial={"hang_when": {"max_model_len_gt": 20480, "at": at}}),
                                    name="hang-" + at), question(65536, granularity=1024), "a hang above 20480")
-    answer = run_tool(case, tmp_path, extra=["--trial-timeout", "6", "--out", str(tmp_path / "fit.yaml")])
+    answer = run_tool(case, tmp_path, extra=["--trial-timeout", "6", "--out", str(tmp_path / "fit.yaml"), "--explore"])
     assert answer.length == 20480, answer  # (a short --trial-timeout: each hang costs it)
     boundary = [line for line in (tmp_path / "fit.yaml").read_text().splitlines() if line.startswith("# boundary: ")]
     assert len(boundary) == 1 and boundary[0].startswith("# boundary: " + (
         "the boundary is a hang: max_model_len=21504" if at == "start" else
         "what stops max_model_len=21504 is not the KV cache")), boundary
-    diagnosis = json.loads((tmp_path / "report.json").read_text())["diagnosis"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert not report.get("explore"), report.get("explore")  # --explore: fp8 and TP would not lift a hang
+    diagnosis = report["diagnosis"]
     assert diagnosis["limited_by"]["max_model_len"] == 21504 and diagnosis["limited_by"]["outcome"] == outcome
     assert diagnosis["lines"][0].startswith("what stops max_model_len=21504 is not the KV cache: it ")
     assert diagnosis["missing_bytes"] == 0 and "tensor_parallel" not in diagnosis

@@ -76,6 +76,11 @@ def run_search(prepared: Prepared, listener: Optional[Listener] = None, objectiv
         listener.note("explore: nothing to explore (%s)" % (
             "the fit reaches the maximum length" if outcome.report.fit else "no diagnosis"))
         return outcome
+    limited = outcome.report.diagnosis.get("limited_by")
+    if limited:
+        listener.note("explore: nothing to explore (max_model_len=%s %s, not for want of KV cache: fp8 and tensor"
+                      " parallelism would not lift it)" % (limited.get("max_model_len"), limited.get("outcome")))
+        return outcome
     # each alternative is a search of its own, with its own fingerprint in the cache
     rows = explore(prepared, outcome.report, lambda other: run_search(other, listener, None, store, force, run).report,
                    listener.note)
