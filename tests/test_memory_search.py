@@ -92,6 +92,7 @@ def test_a_nondeterministic_crash_is_retried_and_recorded(fake_world, fake_model
     first = report["trials"][0]
     assert first["outcome"] == "ok" and first["retries"][0]["outcome"] == "crash"
     assert "NCCL error" in " ".join(first["retries"][0]["evidence"])
+    assert "1 transient failure retried" in " ".join(done.stdout.split())  # the table has one row per trial
 
 
 def test_deterministic_failures_are_never_retried(fake_world, fake_model, tmp_path):

@@ -171,9 +171,12 @@ class TerminalView(Listener):
                 self.out.print(note, highlight=False)
             return
         fit = result.fit
+        retried = sum(len(record.retries) for record in result.records)  # launched, but not rows of the table
         self.out.print(Text.assemble(
             ("Fit: ", "bold green"), "%s  " % describe_candidate(dict(fit.llm_kwargs, max_model_len=fit.length)),
-            "(trial %d, %d launch%s)" % (fit.index, result.launches, "" if result.launches == 1 else "es")))
+            "(trial %d, %d launch%s%s)" % (fit.index, result.launches, "" if result.launches == 1 else "es",
+                                           "; %d transient failure%s retried" % (retried, "" if retried == 1 else "s")
+                                           if retried else "")))
         if not result.proven:
             self.out.print(Text("Not proven the best: %s" % result.stop_detail, style="bold yellow"))
             for note in result.notes:
