@@ -136,7 +136,7 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
         lines.append("an fp8 KV cache (--engine-arg kv_cache_dtype=fp8, where this vLLM and GPU support it) would"
                      " hold about %d tokens" % fp8)
     else:
-        lines.append("%s need %s of KV cache; the largest pool measured held %s (%s)"
+        lines.append("%s need %s of KV cache; the pool measured at the longest length held %s (%s)"
                      % (_tokens(wanted), _gib(need), _tokens(int(seen["tokens"])), _gib(seen["kv"])))
     out["foreign"] = _foreign(report, lines)
     return out
