@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..outcome import OomStage, Outcome
 from ..prepare.modelinfo import ModelInfo
 from ..report.search_report import SearchReport
-from ..strategies.base import lowest_length
+from ..strategies.base import ROOM_BLOCKS, lowest_length
 from ..trial.record import TrialRecord
 from .engine_hints import crash_hint
 
@@ -144,8 +144,8 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
 
 def _not_the_cache(report: SearchReport) -> List[TrialRecord]:
     """The trials at the shortest length above the fit (any length without a fit) that failed, where each failed
-    for a cause other than the KV cache (a start that hung, a request that failed with the pool holding the
-    length); else []."""
+    for a cause other than the KV cache (a start that hung, a request that failed with the pool holding its
+    sequences and blocks to spare: strategies/base.py's ROOM_BLOCKS); else []."""
     fit = report.fit
     served = {t.length for t in report.trials if t.outcome is Outcome.OK}
     above = [t for t in report.trials if t.length is not None and t.length > (fit.max_model_len if fit else 0)
@@ -154,7 +154,9 @@ def _not_the_cache(report: SearchReport) -> List[TrialRecord]:
         return []
     shortest = min(t.length or 0 for t in above)
     at = [t for t in above if t.length == shortest]
-    return at if all(t.outcome in NOT_THE_CACHE for t in at) else []
+    sequences = report.search.concurrency
+    return at if all(t.outcome is Outcome.TIMEOUT or (t.outcome is Outcome.REQUEST_FAILED and t.observation(
+        ).pool_holds(sequences, ROOM_BLOCKS)) for t in at) else []
 
 
 def _limited(report: SearchReport, limit: Sequence[TrialRecord], seen: Optional[Mapping[str, Any]],
