@@ -159,6 +159,16 @@ def test_a_fit_bounded_by_a_hang_is_not_diagnosed_as_short_of_memory(tmp_path, a
     assert diagnosis["lines"][0].startswith("what stops max_model_len=21504 is not the KV cache: it ")
     assert diagnosis["missing_bytes"] == 0 and "tensor_parallel" not in diagnosis
     assert not any("tensor parallelism" in line or "fp8" in line or "device of" in line for line in diagnosis["lines"])
+    if at == "request":  # the same failure at the pool's edge (it holds the length, no blocks to spare) is memory's
+        from vllm_fit.advice.diagnosis import diagnose
+        from vllm_fit.prepare.modelinfo import read_model_info
+        from vllm_fit.report.search_report import SearchReport
+
+        data = json.loads((tmp_path / "report.json").read_text())
+        edge = next(t for t in data["trials"] if t["max_model_len"] == 21504)
+        edge["max_len_hint"] = 21504
+        again = diagnose(SearchReport.from_json(data), read_model_info(str(tmp_path / "model")), 1, 0.95, None)
+        assert again is not None and "limited_by" not in again and "tensor_parallel" in again, again
 
 
 @pytest.mark.parametrize("at, outcome", [("start", "timeout"), ("request", "request_failed")])
