@@ -258,6 +258,17 @@ def test_arguments_that_name_their_own_program_are_run_as_they_are_on_other_imag
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+def test_a_script_running_vllm_through_a_bash_array_is_refused_as_unread(tmp_path):
+    """`ARGS=(serve org/m ...); exec vllm "${ARGS[@]}"` (a public GLM launcher's shape): arrays are not followed,
+    so nothing is written and the line naming the model is pointed at, with a guess that fits a script."""
+    text = ("#!/bin/bash\nARGS=(serve org/m --max-model-len 8192\n  --gpu-memory-utilization 0.87)\n"
+            'exec vllm "${ARGS[@]}"\n')
+    target = write(tmp_path, "serve.sh", text)
+    done = apply(tmp_path, str(fit(tmp_path)), "--to", "serve.sh")
+    assert done.returncode == 2 and target.read_text() == text and done.stderr.count("\n") == 1, done.stderr
+    assert "serve.sh, line 2 names org/m, but not in a vLLM command line vllm-fit reads (a bash array" in done.stderr
+
+
 def test_a_flag_unknown_to_the_table_does_not_take_the_next_flag_as_its_value(tmp_path):
     """A newer vLLM's flag (not in the option table) followed by the flag that wins: that one is edited."""
     target = write(tmp_path, "c.yaml", "services:\n  v:\n    image: vllm/vllm-openai:latest\n    command: org/m"

@@ -21,11 +21,13 @@ from ..errors import BadInput, EnvironmentProblem, one_line
 from ..files.atomic import Pending, WriteFailed, prepare
 from ..files.locks import Locked, locked_files
 from .deployment import Deployment, read_deployment
+from .dockerfile import is_dockerfile
 from .edits import Change, Planner, read_number
 from .fits import Fit, Source
 from .matching import match
 from .prove import prove
 from .releases import fit_version, image_version, missing_option, model_refusal
+from .script_file import is_script
 from .servers import Server
 from .setup_match import differences
 from .vllm_args import Program
@@ -172,9 +174,11 @@ def _nothing_matched(deployments: Sequence[Deployment], source: Source) -> BadIn
                               deployment.text, re.M)
             if named:
                 line = deployment.text.count("\n", 0, named.start()) + 1
-                return BadInput("%s, line %d names %s, but not in a vLLM command line vllm-fit reads (a Ray Serve"
-                                " config, an environment variable another program reads?); edit it by hand"
-                                % (deployment.path, line, fit.model))
+                runs_a_command = is_script(deployment.text, deployment.path) or is_dockerfile(deployment.path)
+                guess = ("a bash array, a function, a program that runs vLLM itself" if runs_a_command else
+                         "a Ray Serve config, an environment variable another program reads")
+                return BadInput("%s, line %d names %s, but not in a vLLM command line vllm-fit reads (%s?); edit it"
+                                " by hand" % (deployment.path, line, fit.model, guess))
     return BadInput("no vLLM server in %s (Kubernetes containers, compose services, production-stack values,"
                     " KServe InferenceServices, KubeAI Models, --config YAML, shell scripts, Dockerfiles, SkyPilot"
                     " tasks, dstack configurations)"
