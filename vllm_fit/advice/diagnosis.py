@@ -99,15 +99,15 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
     if not wanted or (fit and fit.max_model_len >= wanted):
         return None
     args = dict(search.engine_args)
-    seen = _measured(report, model.kv_bytes_per_rank(tensor_parallel_size, args))
+    from_config = model.kv_bytes_per_rank(tensor_parallel_size, args)
+    seen = _measured(report, from_config)
     limit = _not_the_cache(report)
     if limit:
-        per_token_known = model.kv_bytes_per_rank(tensor_parallel_size, args)
         return _limited(report, limit, seen, cap, total_bytes or (seen or {}).get("total") or None, int(wanted),
-                        float(per_token_known) if per_token_known else None)
+                        from_config)
     if seen is None:
         return _without_pool(report, model, tensor_parallel_size, cap, total_bytes, int(wanted), args)
-    per_token = float(model.kv_bytes_per_rank(tensor_parallel_size, args) or seen["kv"] / seen["tokens"])
+    per_token = float(from_config or seen["kv"] / seen["tokens"])
     total = total_bytes or seen["total"] or None
     need = wanted * per_token
     out: Dict[str, Any] = {"wanted_len": int(wanted), "kv_bytes_per_token": round(per_token),
@@ -119,8 +119,8 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
         out["out_of_memory_from"] = too_high
         lines.append("at %.2f and above the engine ran out of memory (the request needs headroom beyond vLLM's"
                      " budget): %.2f is the highest utilization reckoned with" % (too_high, cap))
-    if cap is not None and seen["utilization"] is not None and total:
-        at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
+    at_cap = _kv_at_cap(seen, cap, total)
+    if cap is not None and at_cap is not None and total:
         missing = max(0.0, need - at_cap)
         out.update(kv_bytes_at_cap=round(at_cap), missing_bytes=round(missing),
                    device_bytes_needed=round(total + missing / cap))
@@ -140,6 +140,14 @@ def diagnose(report: SearchReport, model: ModelInfo, tensor_parallel_size: int, 
                      % (_tokens(wanted), _gib(need), _tokens(int(seen["tokens"])), _gib(seen["kv"])))
     out["foreign"] = _foreign(report, lines)
     return out
+
+
+def _kv_at_cap(seen: Mapping[str, Any], cap: Optional[float], total: Optional[float]) -> Optional[float]:
+    """The KV bytes the measured pool would have at the cap (its level moved there on the device's total), or
+    None where the cap, the pool's level or the total is unknown."""
+    if cap is None or seen["utilization"] is None or not total:
+        return None
+    return float(seen["kv"] + (cap - float(seen["utilization"])) * total)
 
 
 def _not_the_cache(report: SearchReport) -> List[TrialRecord]:
@@ -170,9 +178,9 @@ def _limited(report: SearchReport, limit: Sequence[TrialRecord], seen: Optional[
                 ", ".join(str(t.index) for t in limit))]
     out["lines"] = lines
     per_token = per_token or (seen["kv"] / seen["tokens"] if seen else None)
-    if per_token is not None and seen is not None and cap is not None and seen["utilization"] is not None and total:
+    at_cap = _kv_at_cap(seen, cap, total) if seen is not None else None
+    if per_token is not None and cap is not None and at_cap is not None:
         need = wanted * per_token
-        at_cap = seen["kv"] + (cap - float(seen["utilization"])) * total
         missing = max(0.0, need - at_cap)
         out.update(kv_bytes_per_token=round(per_token), kv_bytes_needed=round(need), kv_bytes_at_cap=round(at_cap),
                    missing_bytes=round(missing))

@@ -11,11 +11,10 @@ and bare vLLM-only options are taken as `vllm serve`'s.
 
 from __future__ import annotations
 
-import os
 import re
 from typing import List, Optional, Sequence, Tuple
 
-from .vllm_args import SHELLS, program_of
+from .vllm_args import is_shell, program_of
 from .words import Word
 
 VLLM_IMAGE = re.compile(r"(^|/)vllm[-_]?openai([-_][a-z0-9]+)?(:|@|$)|(^|/)vllm-(cpu|rocm|tpu|neuron)(:|@|$)", re.I)
@@ -50,7 +49,7 @@ def image_entrypoint(image: Optional[str], args: Sequence[Word]) -> Optional[Lis
         old = tag is not None and numbers(tag) < SERVE_SINCE
         return [Word.made(w) for w in (("python3", "-m", "vllm.entrypoints.openai.api_server") if old
                                        else ("vllm", "serve"))]
-    if args and (program_of(args) is not None or os.path.basename(args[0].text) in SHELLS):
+    if args and (program_of(args) is not None or is_shell(args[0])):
         return []
     if any(w.text.split("=", 1)[0] in VLLM_ONLY for w in args):
         return [Word.made("vllm"), Word.made("serve")]

@@ -11,13 +11,13 @@ command's last word, on its line.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import List, Mapping, Sequence, Tuple
 
 from . import shell
-from .servers import SHELLS, Addition, Invocation, Server, ServerKind, invocations, script_invocation
+from .servers import Addition, Invocation, Server, ServerKind, invocations, script_invocation
+from .vllm_args import is_shell
 from .words import Word
 
 SUFFIXES = (".sh", ".bash", ".zsh", ".ksh", ".sbatch", ".slurm", ".pbs", ".lsf")
@@ -39,7 +39,7 @@ def script_runs(script: Word, env: Mapping[str, Word]) -> Tuple[List[Tuple[Invoc
     runs = []
     for command in commands:
         run = script_invocation(command, "")
-        if run is None and command and os.path.basename(command[0].text) in SHELLS:  # bash -c "vllm serve ..."
+        if run is None and command and is_shell(command[0]):  # bash -c "vllm serve ..."
             inner, problem = invocations(command, env)
             if problem:
                 return [], problem

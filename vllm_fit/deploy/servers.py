@@ -20,7 +20,7 @@ from ..errors import one_line
 from . import shell
 from .container_run import container_run
 from .layout import KeySlot
-from .vllm_args import SHELLS, Args, Program, open_word, parse, program_of, stray_word
+from .vllm_args import Args, Program, is_shell, open_word, parse, program_of, stray_word
 from .words import After, Word
 
 LAUNCHERS = frozenset({"sudo", "srun", "mpirun", "uv", "conda", "mamba", "micromamba", "pixi", "poetry", "pipenv",
@@ -154,7 +154,7 @@ def invocations(argv: Sequence[Word], env: Mapping[str, Word], depth: int = 0) -
     found = program_of(argv)
     if found is not None:
         return [Invocation(found[0], tuple(argv[found[1]:]))], ""
-    if os.path.basename(argv[0].text) not in SHELLS:
+    if not is_shell(argv[0]):
         return [], ""
     at = 1
     runs_script = False
@@ -174,7 +174,7 @@ def invocations(argv: Sequence[Word], env: Mapping[str, Word], depth: int = 0) -
     for number, command in enumerate(commands, start=1):
         label = "command %d of the script" % number if len(commands) > 1 else ""
         run = script_invocation(command, label)
-        if run is None and command and os.path.basename(command[0].text) in SHELLS:
+        if run is None and command and is_shell(command[0]):
             inner, problem = invocations(command, env, depth + 1)
             if problem:
                 return [], problem

@@ -23,6 +23,7 @@ from .words import Word
 
 KNOWN = NO_VALUE | MANY_VALUES | ONE_VALUE | OPTIONAL_VALUE
 SHELLS = ("sh", "bash", "dash", "ash", "zsh", "ksh")
+"""Programs that run a script (`sh -c SCRIPT`)."""
 SERVER_MODULES = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 KSERVE_MODULE = "huggingfaceserver"
 PYTHON = re.compile(r"(.*/)?python[0-9.]*$")
@@ -38,6 +39,11 @@ class Program(Enum):
     SERVE = "vllm serve"
     API_SERVER = "python -m vllm.entrypoints.openai.api_server"
     KSERVE = "python -m huggingfaceserver (KServe, vLLM backend)"
+
+
+def is_shell(word: Word) -> bool:
+    """The word names a shell (`/bin/bash`, `sh`)."""
+    return os.path.basename(word.text) in SHELLS
 
 
 def program_of(words: Sequence[Word]) -> Optional[Tuple[Program, int]]:

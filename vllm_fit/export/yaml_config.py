@@ -100,7 +100,7 @@ def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
         "torch: %s" % env.torch_version,
         "cuda: %s" % (env.cuda_version or "none"),
     ]
-    boundary = (boundary_text(report.trials) or _not_the_cache(report)) if report.proven else None
+    boundary = (boundary_text(report.trials) or _limit_line(report)) if report.proven else None
     if boundary is not None:
         lines.append("boundary: %s" % boundary)
     held = fit.concurrency or {}
@@ -122,9 +122,9 @@ def config_comments(report: SearchReport, fit: FitSummary) -> List[str]:
     return [one_line(line) for line in lines]
 
 
-def _not_the_cache(report: SearchReport) -> Optional[str]:
-    """The diagnosis's line where what stops the next length is not the KV cache (a request that failed with
-    the pool holding it: the pool's figures above point further than the fit), else None."""
+def _limit_line(report: SearchReport) -> Optional[str]:
+    """The diagnosis's line where what stops the next length is not the KV cache (advice/diagnosis.py's
+    `limited_by`: a request that failed with the pool holding it, where no hang boundary says so), else None."""
     diagnosis = report.diagnosis or {}
     lines = diagnosis.get("lines") or []
     return str(lines[0]) if diagnosis.get("limited_by") and lines else None

@@ -185,7 +185,8 @@ class SearchRequest:
     explore: bool = option(
         "explore", inputs.flag, "When nothing fits or the fit is shorter than the maximum: also search an fp8"
         " KV cache and tensor parallelism 2x/4x (where enough devices are visible), each verified by a real"
-        " request, and show them beside the fit (the YAML stays the fit's).", fingerprint=False, default=False,
+        " request, and show them beside the fit (the YAML stays the fit's); not where a hang or a request"
+        " failure, not the KV cache, stops the length.", fingerprint=False, default=False,
         is_flag=True)
     require_idle: bool = option("require_idle", inputs.flag, "Refuse to start (exit 3) when other processes"
                                 " hold memory on the device.", fingerprint=False, default=False, is_flag=True)
